@@ -1,0 +1,51 @@
+"""Creating communities and their first admin (used by the command line and tests)."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from app.errors import Conflict, Invalid
+from app.passwords import Passwords
+from storage import communities, users
+from storage.communities import Community
+from storage.db import transaction
+
+DOMAIN_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789.-")
+
+
+def default_base_url(domain: str) -> str:
+    return f"http://{domain}" if domain in ("localhost", "127.0.0.1") else f"https://{domain}"
+
+
+async def create_community(
+    pool: asyncpg.Pool,
+    passwords: Passwords,
+    *,
+    name: str,
+    domain: str,
+    admin_email: str,
+    admin_password: str,
+    base_url: str | None = None,
+    admin_username: str = "admin",
+    admin_first_name: str = "Community",
+    admin_last_name: str = "Admin",
+) -> tuple[Community, asyncpg.Record]:
+    domain = domain.strip().lower()
+    if not domain or not set(domain) <= DOMAIN_CHARS:
+        raise Invalid.field("domain", "must be a host name")
+    if not name.strip():
+        raise Invalid.field("name", "can't be blank")
+    password_hash = await passwords.hash(admin_password)
+    try:
+        async with transaction(pool) as conn:
+            community = await communities.insert(
+                conn, name.strip(), domain, (base_url or default_base_url(domain)).rstrip("/")
+            )
+            admin = await users.insert(
+                conn, community.id, email=admin_email, username=admin_username,
+                first_name=admin_first_name, last_name=admin_last_name,
+                password_hash=password_hash, role="tenant_admin",
+            )
+    except asyncpg.UniqueViolationError:
+        raise Conflict(f"A community with domain {domain} already exists") from None
+    return community, admin

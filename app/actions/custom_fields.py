@@ -1,0 +1,53 @@
+"""Custom profile fields: admins define them; every member reads them."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from app.access import require_admin
+from app.context import Viewer
+from app.errors import Conflict, Invalid, NotFound
+from storage import custom_fields
+from storage.db import transaction
+
+
+def _conflict() -> Conflict:
+    return Conflict("Name has already been taken", fields={"name": ["has already been taken"]})
+
+
+async def create_field(
+    pool: asyncpg.Pool, viewer: Viewer, name: str | None, order: int | None
+) -> asyncpg.Record:
+    require_admin(viewer)
+    if not name or not name.strip():
+        raise Invalid.field("name", "can't be blank")
+    try:
+        async with transaction(pool) as conn:
+            return await custom_fields.insert(conn, viewer.community_id, name.strip(), order)
+    except asyncpg.UniqueViolationError:
+        raise _conflict() from None
+
+
+async def update_field(
+    pool: asyncpg.Pool, viewer: Viewer, field_id: int, name: str | None, order: int | None
+) -> asyncpg.Record:
+    require_admin(viewer)
+    if name is not None and not name.strip():
+        raise Invalid.field("name", "can't be blank")
+    try:
+        async with transaction(pool) as conn:
+            row = await custom_fields.update(
+                conn, viewer.community_id, field_id, name.strip() if name else None, order
+            )
+    except asyncpg.UniqueViolationError:
+        raise _conflict() from None
+    if row is None:
+        raise NotFound("Custom field not found")
+    return row
+
+
+async def delete_field(pool: asyncpg.Pool, viewer: Viewer, field_id: int) -> None:
+    require_admin(viewer)
+    async with transaction(pool) as conn:
+        if not await custom_fields.delete(conn, viewer.community_id, field_id):
+            raise NotFound("Custom field not found")

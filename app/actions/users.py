@@ -1,0 +1,267 @@
+"""Users: create, update, deactivate, and loading what the full form needs in fixed queries."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from app.access import access_user, require_admin, require_self_or_admin
+from app.context import Viewer
+from app.errors import Conflict, Forbidden, Invalid
+from app.passwords import Passwords
+from app.render.users import full_user
+from storage import custom_fields, users
+from storage.db import transaction
+
+ROLES = ("member", "tenant_admin", "external_contributor")
+ROLE_ALIASES = {"admin": "tenant_admin", "external": "external_contributor"}
+STATE_FILTERS = {
+    "active": ("active",),
+    "inactive": ("inactive",),
+    "terminated": ("terminated",),
+    "all": ("active", "inactive", "terminated"),
+}
+EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+USERNAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,60}$")
+MIN_PASSWORD = 8
+
+_CONSTRAINT_FIELDS = {
+    "users_email_key": ("user[email]", "Email has already been taken"),
+    "users_username_key": ("user[username]", "Username has already been taken"),
+    "users_company_login_key": ("user[company_login]", "Company login has already been taken"),
+}
+
+
+@dataclass
+class UserFields:
+    """Validated profile values; None means "not given"."""
+
+    email: str | None = None
+    username: str | None = None
+    first_name: str | None = None
+    last_name: str | None = None
+    password: str | None = None
+    title: str | None = None
+    company_login: str | None = None
+    manager_id: int | None = None
+    clear_manager: bool = False
+    role: str | None = None
+    status_message: str | None = None
+    contact_info: dict[str, str] | None = None
+    custom_fields: dict[int, str] | None = None
+
+
+async def full_users(
+    conn: asyncpg.Connection | asyncpg.Pool,
+    viewer: Viewer,
+    rows: Sequence[asyncpg.Record],
+    base: str,
+) -> list[dict[str, Any]]:
+    """Render FULL rows with their managers and custom fields: two queries for any page."""
+    manager_ids = list({r["manager_id"] for r in rows if r["manager_id"] is not None})
+    managers = {m["id"]: m for m in await users.by_ids(conn, viewer.community_id, manager_ids)}
+    values = await users.custom_values(conn, [r["id"] for r in rows])
+    return [
+        full_user(
+            r, base, viewer_id=viewer.id, manager=managers.get(r["manager_id"]),
+            custom_values=values.get(r["id"], ()),
+        )
+        for r in rows
+    ]
+
+
+def normalize_role(role: str) -> str:
+    value = ROLE_ALIASES.get(role.strip().lower(), role.strip().lower())
+    if value not in ROLES:
+        raise Invalid.field("user[role]", f"must be one of {', '.join(ROLES)}")
+    return value
+
+
+def _check_email(email: str) -> str:
+    email = email.strip()
+    if not EMAIL_RE.match(email) or len(email) > 254:
+        raise Invalid.field("user[email]", "is not a valid e-mail address")
+    return email
+
+
+def _check_username(username: str) -> str:
+    if not USERNAME_RE.match(username):
+        raise Invalid.field(
+            "user[username]", "may contain only letters, digits, '.', '_' and '-' (1 to 60)"
+        )
+    return username
+
+
+def _check_password(password: str) -> str:
+    if len(password) < MIN_PASSWORD:
+        raise Invalid.field("user[password]", f"is too short (minimum is {MIN_PASSWORD})")
+    return password
+
+
+def _username_from(fields: UserFields, email: str) -> str:
+    base = re.sub(r"[^A-Za-z0-9]", "", f"{fields.first_name or ''}{fields.last_name or ''}")
+    return base or re.sub(r"[^A-Za-z0-9_.-]", "", email.split("@")[0]) or "user"
+
+
+async def _free_username(conn: asyncpg.Connection, community_id: int, wanted: str) -> str:
+    taken = {
+        r["u"]
+        for r in await conn.fetch(
+            "SELECT lower(username) AS u FROM users WHERE community_id = $1 "
+            "AND lower(username) LIKE lower($2) || '%'",
+            community_id, wanted,
+        )
+    }
+    if wanted.lower() not in taken:
+        return wanted
+    n = 2
+    while f"{wanted}{n}".lower() in taken:
+        n += 1
+    return f"{wanted}{n}"
+
+
+def _conflict(exc: asyncpg.UniqueViolationError) -> Conflict:
+    field, message = _CONSTRAINT_FIELDS.get(
+        exc.constraint_name or "", ("user", "That user already exists")
+    )
+    return Conflict(message, fields={field: ["has already been taken"]})
+
+
+async def _check_manager(
+    conn: asyncpg.Connection, viewer: Viewer, manager_id: int, user_id: int | None
+) -> None:
+    if user_id is not None and manager_id == user_id:
+        raise Invalid.field("user[manager_id]", "can't be the user themselves")
+    if await users.by_id(conn, viewer.community_id, manager_id) is None:
+        raise Invalid.field("user[manager_id]", "is not a user of this community")
+    if user_id is not None:
+        # Refuse cycles: the new manager must not report (transitively) to this user.
+        cycle = await conn.fetchval(
+            """
+            WITH RECURSIVE chain(id, manager_id) AS (
+                SELECT id, manager_id FROM users WHERE id = $1
+                UNION SELECT u.id, u.manager_id FROM users u JOIN chain c ON u.id = c.manager_id
+            ) SELECT EXISTS (SELECT 1 FROM chain WHERE id = $2)
+            """,
+            manager_id, user_id,
+        )
+        if cycle:
+            raise Invalid.field("user[manager_id]", "would make a reporting cycle")
+
+
+async def _apply_custom_fields(
+    conn: asyncpg.Connection, viewer: Viewer, user_id: int, values: dict[int, str]
+) -> None:
+    known = {r["id"] for r in await custom_fields.list_fields(conn, viewer.community_id)}
+    for field_id, value in values.items():
+        if field_id not in known:
+            raise Invalid.field(f"user[custom_fields][{field_id}]", "is not a custom field")
+        await users.set_custom_value(conn, viewer.community_id, user_id, field_id, value)
+
+
+async def create_user(
+    pool: asyncpg.Pool, passwords: Passwords, viewer: Viewer, fields: UserFields
+) -> asyncpg.Record:
+    require_admin(viewer)
+    if not fields.email:
+        raise Invalid.field("user[email]", "can't be blank")
+    email = _check_email(fields.email)
+    password_hash = await passwords.hash(_check_password(fields.password)) if fields.password \
+        else None
+    role = normalize_role(fields.role) if fields.role else "member"
+    try:
+        async with transaction(pool) as conn:
+            username = (
+                _check_username(fields.username) if fields.username
+                else await _free_username(conn, viewer.community_id, _username_from(fields, email))
+            )
+            if fields.manager_id is not None:
+                await _check_manager(conn, viewer, fields.manager_id, None)
+            row = await users.insert(
+                conn, viewer.community_id, email=email, username=username,
+                first_name=(fields.first_name or "").strip(),
+                last_name=(fields.last_name or "").strip(), password_hash=password_hash,
+                role=role, title=fields.title, company_login=fields.company_login or None,
+                manager_id=fields.manager_id, contact_info=fields.contact_info,
+            )
+            if fields.custom_fields:
+                await _apply_custom_fields(conn, viewer, row["id"], fields.custom_fields)
+    except asyncpg.UniqueViolationError as exc:
+        raise _conflict(exc) from None
+    return row
+
+
+async def update_user(
+    pool: asyncpg.Pool, passwords: Passwords, viewer: Viewer, user_id: int, fields: UserFields
+) -> asyncpg.Record:
+    require_self_or_admin(viewer, user_id)
+    changes: dict[str, Any] = {}
+    if fields.role is not None:
+        role = normalize_role(fields.role)
+        if not viewer.is_admin:
+            raise Forbidden("Only a community admin can change roles")
+        changes["role"] = role
+    if fields.email is not None:
+        changes["email"] = _check_email(fields.email)
+    if fields.username is not None:
+        changes["username"] = _check_username(fields.username)
+    for name in ("first_name", "last_name"):
+        value = getattr(fields, name)
+        if value is not None:
+            changes[name] = value.strip()
+    for name in ("title", "status_message"):
+        value = getattr(fields, name)
+        if value is not None:
+            changes[name] = value or None
+    if fields.company_login is not None:
+        changes["company_login"] = fields.company_login or None
+    if fields.contact_info is not None:
+        changes["contact_info"] = fields.contact_info
+    if fields.password is not None:
+        changes["password_hash"] = await passwords.hash(_check_password(fields.password))
+    try:
+        async with transaction(pool) as conn:
+            current = await access_user(conn, viewer, user_id)
+            if fields.clear_manager:
+                changes["manager_id"] = None
+            elif fields.manager_id is not None:
+                await _check_manager(conn, viewer, fields.manager_id, user_id)
+                changes["manager_id"] = fields.manager_id
+            if changes.get("role", "tenant_admin") != "tenant_admin" \
+                    and current["role"] == "tenant_admin":
+                await _keep_an_admin(conn, viewer.community_id, user_id)
+            row = await users.update(conn, viewer.community_id, user_id, changes)
+            assert row is not None
+            if fields.custom_fields:
+                await _apply_custom_fields(conn, viewer, user_id, fields.custom_fields)
+    except asyncpg.UniqueViolationError as exc:
+        raise _conflict(exc) from None
+    if "password_hash" in changes:
+        passwords.forget_all()
+    return row
+
+
+async def _keep_an_admin(conn: asyncpg.Connection, community_id: int, user_id: int) -> None:
+    others = await conn.fetchval(
+        "SELECT count(*) FROM users WHERE community_id = $1 AND role = 'tenant_admin' "
+        "AND state = 'active' AND id <> $2",
+        community_id, user_id,
+    )
+    if not others:
+        raise Invalid("A community must keep at least one active admin",
+                      fields={"user": ["is the last active admin"]})
+
+
+async def deactivate_user(pool: asyncpg.Pool, viewer: Viewer, user_id: int) -> asyncpg.Record:
+    require_admin(viewer)
+    async with transaction(pool) as conn:
+        current = await access_user(conn, viewer, user_id)
+        if current["role"] == "tenant_admin" and current["state"] == "active":
+            await _keep_an_admin(conn, viewer.community_id, user_id)
+        row = await users.set_state(conn, viewer.community_id, user_id, "inactive")
+        assert row is not None
+    return row

@@ -1,0 +1,265 @@
+"""The `commons` command: serve, migrate, create-community, create-user, routes, worker,
+seed-demo."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import multiprocessing
+import os
+import secrets
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncpg
+import orjson
+from aiohttp import web
+
+from app.config import Settings
+from app.errors import ApiError
+from app.passwords import Passwords
+from migrations import apply_migrations
+
+log = logging.getLogger("commons")
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def resolve_database(settings: Settings) -> Settings:
+    """With no DATABASE_URL, start the embedded PostgreSQL under the data directory."""
+    if settings.database_url:
+        return settings
+    from storage.embedded_pg import start_embedded_postgres
+
+    dsn = start_embedded_postgres(settings.data_dir.resolve())
+    log.info("using embedded PostgreSQL under %s", settings.data_dir / "postgres")
+    return settings.with_database(dsn)
+
+
+async def _with_pool(settings: Settings, fn: Callable[[asyncpg.Pool], Awaitable[Any]]) -> Any:
+    from storage.db import create_pool
+
+    assert settings.database_url
+    await apply_migrations(settings.database_url)
+    pool = await create_pool(settings.database_url, size=2)
+    try:
+        return await fn(pool)
+    finally:
+        await pool.close()
+
+
+async def bootstrap_local_admin(settings: Settings, port: int) -> None:
+    """A fresh database gets one community with an admin, so `make run` is usable at once.
+
+    The admin password comes from COMMONS_ADMIN_PASSWORD, else is generated and written to
+    <data dir>/admin-password; it is printed once.
+    """
+    from app.actions.communities import create_community
+    from storage import communities
+
+    async def run(pool: asyncpg.Pool) -> None:
+        if await communities.all_communities(pool):
+            return
+        password = os.environ.get("COMMONS_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+        await create_community(
+            pool, Passwords(settings.argon2), name="Commons", domain="localhost",
+            base_url=f"http://localhost:{port}", admin_email="admin@localhost",
+            admin_password=password,
+        )
+        path = settings.data_dir / "admin-password"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(password + "\n")
+        path.chmod(0o600)
+        print(f"Created community 'Commons' (localhost) with admin 'admin' / '{password}' "
+              f"(saved in {path})", flush=True)
+
+    await _with_pool(settings, run)
+
+
+def _serve_worker(settings: Settings, host: str, port: int, reuse_port: bool) -> None:
+    from app.main import create_app
+
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(process)d %(name)s "
+                        "%(levelname)s %(message)s")
+    web.run_app(create_app(settings), host=host, port=port, reuse_port=reuse_port,
+                access_log=None, print=None, handle_signals=True)
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    settings = resolve_database(settings)
+    host = args.host or settings.host
+    port = args.port or settings.port
+    assert settings.database_url
+    asyncio.run(apply_migrations(settings.database_url))
+    if not args.no_bootstrap:
+        asyncio.run(bootstrap_local_admin(settings, port))
+    workers = max(1, args.workers)
+    if workers > 1 and not settings.redis_url:
+        print("--workers > 1 needs REDIS_URL: the in-process hub serves one process only",
+              file=sys.stderr)
+        return 2
+    print(f"Commons serving on http://{host}:{port} ({workers} worker(s))", flush=True)
+    if workers == 1:
+        _serve_worker(settings, host, port, reuse_port=False)
+        return 0
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_serve_worker, args=(settings, host, port, True))
+             for _ in range(workers)]
+    for proc in procs:
+        proc.start()
+    try:
+        for proc in procs:
+            proc.join()
+    except KeyboardInterrupt:
+        for proc in procs:
+            proc.terminate()
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
+    settings = resolve_database(settings)
+    assert settings.database_url
+    applied = asyncio.run(apply_migrations(settings.database_url))
+    print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
+    return 0
+
+
+def cmd_create_community(args: argparse.Namespace, settings: Settings) -> int:
+    from app.actions.communities import create_community
+
+    settings = resolve_database(settings)
+
+    async def run(pool: asyncpg.Pool) -> dict[str, Any]:
+        community, admin = await create_community(
+            pool, Passwords(settings.argon2), name=args.name, domain=args.domain,
+            admin_email=args.admin_email, admin_password=args.admin_password,
+            base_url=args.base_url,
+        )
+        return {"id": community.id, "name": community.name, "domain": community.domain,
+                "base_url": community.base_url,
+                "admin": {"id": admin["id"], "email": admin["email"],
+                          "username": admin["username"], "role": admin["role"]}}
+
+    _print_json(asyncio.run(_with_pool(settings, run)))
+    return 0
+
+
+def cmd_create_user(args: argparse.Namespace, settings: Settings) -> int:
+    from app.actions import users as user_actions
+    from app.context import Viewer
+    from app.render.users import embedded_user
+    from storage import communities
+
+    settings = resolve_database(settings)
+
+    async def run(pool: asyncpg.Pool) -> dict[str, Any]:
+        community = await communities.by_domain(pool, args.domain)
+        if community is None:
+            raise SystemExit(f"no community with domain {args.domain}")
+        actor = Viewer.system(community.id)
+        fields = user_actions.UserFields(
+            email=args.email, password=args.password, first_name=args.first_name,
+            last_name=args.last_name, username=args.username, role=args.role,
+        )
+        row = await user_actions.create_user(pool, Passwords(settings.argon2), actor, fields)
+        return {**embedded_user(row, community.base_url), "email": row["email"]}
+
+    _print_json(asyncio.run(_with_pool(settings, run)))
+    return 0
+
+
+def cmd_routes(args: argparse.Namespace, settings: Settings) -> int:
+    from app.routes import route_lines
+
+    for line in route_lines():
+        print(line)
+    return 0
+
+
+def cmd_seed_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from app.seed import seed_demo
+
+    settings = resolve_database(settings)
+
+    async def run(pool: asyncpg.Pool) -> dict[str, Any]:
+        return await seed_demo(pool, Passwords(settings.argon2), domain=args.domain,
+                               users=args.users)
+
+    _print_json(asyncio.run(_with_pool(settings, run)))
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    from app.worker import run_worker
+
+    settings = resolve_database(settings)
+    logging.basicConfig(level=settings.log_level)
+    asyncio.run(run_worker(settings, once=args.once))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="commons", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("serve", help="run the server (migrates first)")
+    p.add_argument("--host")
+    p.add_argument("--port", type=int)
+    p.add_argument("--workers", type=int, default=1,
+                   help="server processes sharing the port (needs REDIS_URL when > 1)")
+    p.add_argument("--no-bootstrap", action="store_true",
+                   help="do not create the local community on an empty database")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("migrate", help="apply pending migrations")
+    p.set_defaults(func=cmd_migrate)
+
+    p = sub.add_parser("create-community", help="create a community and its first admin")
+    p.add_argument("--name", required=True)
+    p.add_argument("--domain", required=True)
+    p.add_argument("--admin-email", required=True)
+    p.add_argument("--admin-password", required=True)
+    p.add_argument("--base-url", help="public URL of the community (default https://DOMAIN)")
+    p.set_defaults(func=cmd_create_community)
+
+    p = sub.add_parser("create-user", help="create a user in a community")
+    p.add_argument("--domain", required=True)
+    p.add_argument("--email", required=True)
+    p.add_argument("--password", required=True)
+    p.add_argument("--first-name")
+    p.add_argument("--last-name")
+    p.add_argument("--username")
+    p.add_argument("--role", choices=["member", "tenant_admin", "external_contributor"])
+    p.set_defaults(func=cmd_create_user)
+
+    p = sub.add_parser("routes", help="print every route")
+    p.set_defaults(func=cmd_routes)
+
+    p = sub.add_parser("worker", help="run background jobs")
+    p.add_argument("--once", action="store_true", help="run pending jobs, then exit")
+    p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("seed-demo", help="fill a community with demo data")
+    p.add_argument("--domain", default="localhost")
+    p.add_argument("--users", type=int, default=25)
+    p.set_defaults(func=cmd_seed_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    settings = Settings.from_env()
+    try:
+        return int(args.func(args, settings))
+    except ApiError as error:
+        print(f"error: {'; '.join(error.messages)}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

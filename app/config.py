@@ -1,0 +1,146 @@
+"""Settings: one typed object read from the environment (documented in the README)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ValueError(f"{name} must be an integer, got {raw!r}") from exc
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    return raw in {"1", "true", "yes", "on"}
+
+
+def _str(env: Mapping[str, str], name: str) -> str | None:
+    raw = env.get(name, "").strip()
+    return raw or None
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    endpoint_url: str | None
+    bucket: str
+    access_key_id: str | None
+    secret_access_key: str | None
+    region: str
+
+
+@dataclass(frozen=True)
+class ApnsSettings:
+    key_file: str | None
+    key_id: str | None
+    team_id: str | None
+    topic: str | None
+    use_sandbox: bool
+
+
+@dataclass(frozen=True)
+class FcmSettings:
+    project_id: str | None
+    credentials_file: str | None
+
+
+@dataclass(frozen=True)
+class Argon2Settings:
+    """Argon2id cost. Defaults are RFC 9106's low-memory profile."""
+
+    time_cost: int = 3
+    memory_kib: int = 65536
+    parallelism: int = 4
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str | None = None
+    redis_url: str | None = None
+    redis_prefix: str = "commons"
+    data_dir: Path = Path(".data")
+    secret_key: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8080
+    db_pool_size: int = 10
+    rate_limit_requests: int = 600
+    rate_limit_failed_logins: int = 10
+    rate_limit_webhooks: int = 60
+    max_upload_bytes: int = 100 * 1024 * 1024
+    credentials_cache_seconds: int = 300
+    realtime_queue_frames: int = 1024
+    realtime_heartbeat_seconds: float = 30.0
+    trust_forwarded: bool = False
+    log_level: str = "INFO"
+    argon2: Argon2Settings = field(default_factory=Argon2Settings)
+    s3: S3Settings | None = None
+    apns: ApnsSettings | None = None
+    fcm: FcmSettings | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        s3 = None
+        if _str(env, "S3_ENDPOINT_URL") or _str(env, "S3_BUCKET"):
+            s3 = S3Settings(
+                endpoint_url=_str(env, "S3_ENDPOINT_URL"),
+                bucket=_str(env, "S3_BUCKET") or "commons",
+                access_key_id=_str(env, "AWS_ACCESS_KEY_ID"),
+                secret_access_key=_str(env, "AWS_SECRET_ACCESS_KEY"),
+                region=_str(env, "AWS_REGION") or "us-east-1",
+            )
+        apns = None
+        if _str(env, "APNS_KEY_FILE"):
+            apns = ApnsSettings(
+                key_file=_str(env, "APNS_KEY_FILE"),
+                key_id=_str(env, "APNS_KEY_ID"),
+                team_id=_str(env, "APNS_TEAM_ID"),
+                topic=_str(env, "APNS_TOPIC"),
+                use_sandbox=_bool(env, "APNS_USE_SANDBOX", False),
+            )
+        fcm = None
+        if _str(env, "FCM_CREDENTIALS_FILE"):
+            fcm = FcmSettings(
+                project_id=_str(env, "FCM_PROJECT_ID"),
+                credentials_file=_str(env, "FCM_CREDENTIALS_FILE"),
+            )
+        return cls(
+            database_url=_str(env, "DATABASE_URL"),
+            redis_url=_str(env, "REDIS_URL"),
+            redis_prefix=_str(env, "COMMONS_REDIS_PREFIX") or "commons",
+            data_dir=Path(_str(env, "COMMONS_DATA_DIR") or ".data"),
+            secret_key=_str(env, "COMMONS_SECRET_KEY"),
+            host=_str(env, "COMMONS_HOST") or "127.0.0.1",
+            port=_int(env, "COMMONS_PORT", 8080),
+            db_pool_size=_int(env, "COMMONS_DB_POOL_SIZE", 10),
+            rate_limit_requests=_int(env, "COMMONS_RATE_LIMIT_REQUESTS", 600),
+            rate_limit_failed_logins=_int(env, "COMMONS_RATE_LIMIT_FAILED_LOGINS", 10),
+            rate_limit_webhooks=_int(env, "COMMONS_RATE_LIMIT_WEBHOOKS", 60),
+            max_upload_bytes=_int(env, "COMMONS_MAX_UPLOAD_MB", 100) * 1024 * 1024,
+            credentials_cache_seconds=_int(env, "COMMONS_CREDENTIALS_CACHE_SECONDS", 300),
+            realtime_queue_frames=_int(env, "COMMONS_REALTIME_QUEUE_FRAMES", 1024),
+            realtime_heartbeat_seconds=float(_int(env, "COMMONS_REALTIME_HEARTBEAT_SECONDS", 30)),
+            trust_forwarded=_bool(env, "COMMONS_TRUST_FORWARDED", False),
+            log_level=_str(env, "COMMONS_LOG_LEVEL") or "INFO",
+            argon2=Argon2Settings(
+                time_cost=_int(env, "COMMONS_ARGON2_TIME_COST", 3),
+                memory_kib=_int(env, "COMMONS_ARGON2_MEMORY_KIB", 65536),
+                parallelism=_int(env, "COMMONS_ARGON2_PARALLELISM", 4),
+            ),
+            s3=s3,
+            apns=apns,
+            fcm=fcm,
+        )
+
+    def with_database(self, database_url: str) -> Settings:
+        return replace(self, database_url=database_url)

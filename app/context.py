@@ -1,0 +1,49 @@
+"""Who is asking, in which community: set on the request by the middleware."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import asyncpg
+from aiohttp import web
+
+from app.errors import Unauthorized
+from storage.communities import Community
+
+
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    id: int
+    community_id: int
+    role: str
+    row: asyncpg.Record | None = None
+
+    @classmethod
+    def system(cls, community_id: int) -> Viewer:
+        """The command line and jobs act with community-admin rights."""
+        return cls(id=0, community_id=community_id, role="tenant_admin")
+
+    @property
+    def is_admin(self) -> bool:
+        """Community admin (also reach admin)."""
+        return self.role == "tenant_admin"
+
+    @property
+    def is_external(self) -> bool:
+        return self.role == "external_contributor"
+
+
+COMMUNITY = web.RequestKey("community", Community)
+VIEWER = web.RequestKey("viewer", Viewer)
+REQUEST_ID = web.RequestKey("request_id", str)
+
+
+def community_of(request: web.Request) -> Community:
+    return request[COMMUNITY]
+
+
+def viewer_of(request: web.Request) -> Viewer:
+    viewer = request.get(VIEWER)
+    if viewer is None:
+        raise Unauthorized()
+    return viewer

@@ -1,0 +1,88 @@
+"""The application factory: resources as cleanup contexts, middlewares, routes."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from aiohttp import web
+from aiohttp_session import session_middleware
+from aiohttp_session.cookie_storage import EncryptedCookieStorage
+from redis.asyncio import Redis
+
+from app.config import Settings
+from app.middleware import auth_middleware, errors_middleware
+from app.passwords import Passwords
+from app.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
+from app.resources import COMMUNITIES, LIMITER, PASSWORDS, POOL, REDIS, SETTINGS
+from app.routes import add_routes
+from app.tenancy import CommunityResolver
+from storage.db import QueryObserver, create_pool
+
+log = logging.getLogger("commons")
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+
+def session_secret(settings: Settings) -> bytes:
+    """32 bytes for the session cookie: from COMMONS_SECRET_KEY, else kept in the data dir."""
+    if settings.secret_key:
+        return hashlib.sha256(settings.secret_key.encode()).digest()
+    path = settings.data_dir / "secret_key"
+    if path.exists():
+        return base64.urlsafe_b64decode(path.read_bytes().strip())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_bytes(32)
+    path.write_bytes(base64.urlsafe_b64encode(key))
+    path.chmod(0o600)
+    return key
+
+
+def create_app(
+    settings: Settings, *, query_observer: QueryObserver | None = None
+) -> web.Application:
+    if not settings.database_url:
+        raise ValueError("create_app needs settings.database_url (serve resolves it)")
+    storage = EncryptedCookieStorage(
+        session_secret(settings), cookie_name="commons_session", httponly=True, samesite="Lax",
+        max_age=14 * 24 * 3600,
+    )
+    app = web.Application(
+        middlewares=[errors_middleware, session_middleware(storage), auth_middleware],
+        client_max_size=settings.max_upload_bytes + 1024 * 1024,
+    )
+    app[SETTINGS] = settings
+    app[PASSWORDS] = Passwords(settings.argon2, settings.credentials_cache_seconds)
+
+    async def database(app: web.Application) -> AsyncIterator[None]:
+        assert settings.database_url
+        pool = await create_pool(
+            settings.database_url, size=settings.db_pool_size, observer=query_observer
+        )
+        app[POOL] = pool
+        app[COMMUNITIES] = CommunityResolver(pool)
+        yield
+        await pool.close()
+
+    async def redis(app: web.Application) -> AsyncIterator[None]:
+        limiter: RateLimiter
+        client: Redis | None = None
+        if settings.redis_url:
+            client = Redis.from_url(settings.redis_url)
+            app[REDIS] = client
+            limiter = RedisRateLimiter(client, settings.redis_prefix)
+        else:
+            limiter = MemoryRateLimiter()
+        app[LIMITER] = limiter
+        yield
+        if client is not None:
+            await client.aclose()
+
+    app.cleanup_ctx.append(database)
+    app.cleanup_ctx.append(redis)
+    add_routes(app)
+    app.router.add_static("/assets/", STATIC_DIR, append_version=False)
+    return app

@@ -1,0 +1,121 @@
+"""Request id, errors as JSON, community resolution, authentication and request rate limits."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from app import authentication
+from app.context import COMMUNITY, REQUEST_ID, VIEWER
+from app.errors import (
+    ApiError,
+    BadRequest,
+    MethodNotAllowed,
+    NotFound,
+    RateLimited,
+    TooLarge,
+)
+from app.resources import COMMUNITIES, LIMITER, SETTINGS
+from app.responses import json_response
+
+log = logging.getLogger("commons.http")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+def public(handler: Handler) -> Handler:
+    """Mark a view as needing no user credentials (it authenticates by other means)."""
+    handler.__commons_public__ = True  # type: ignore[attr-defined]
+    return handler
+
+
+def tenantless(handler: Handler) -> Handler:
+    """Mark a view that serves every host alike (no community, no credentials)."""
+    handler.__commons_tenantless__ = True  # type: ignore[attr-defined]
+    return public(handler)
+
+
+def _marked(request: web.Request, mark: str) -> bool:
+    return bool(getattr(request.match_info.route.handler, mark, False))
+
+
+def _error_response(request: web.Request, error: ApiError) -> web.Response:
+    headers = dict(error.headers)
+    if error.status == 401 and "WWW-Authenticate" not in headers:
+        community = request.get(COMMUNITY)
+        realm = (community.name if community else "Commons").replace('"', "'")
+        headers["WWW-Authenticate"] = f'Basic realm="{realm}"'
+    return json_response(error.body(), status=error.status, headers=headers)
+
+
+def _from_http_exception(exc: web.HTTPException) -> ApiError:
+    if isinstance(exc, web.HTTPNotFound):
+        return NotFound()
+    if isinstance(exc, web.HTTPMethodNotAllowed):
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        return MethodNotAllowed(headers={"Allow": allowed})
+    if isinstance(exc, web.HTTPRequestEntityTooLarge):
+        return TooLarge()
+    error = ApiError(exc.reason or "Error")
+    error.status = exc.status
+    error.code = "bad_request" if 400 <= exc.status < 500 else "internal"
+    return error
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    raw_id = request.headers.get("X-Request-Id", "")
+    request_id = raw_id if _REQUEST_ID_RE.match(raw_id) else uuid.uuid4().hex
+    request[REQUEST_ID] = request_id
+    try:
+        response = await handler(request)
+    except ApiError as error:
+        response = _error_response(request, error)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        response = _error_response(request, _from_http_exception(exc))
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise
+    except Exception:
+        log.exception("unhandled error in %s %s (request %s)", request.method, request.path,
+                      request_id)
+        response = json_response(
+            {"errors": ["Internal server error"], "code": "internal", "request_id": request_id},
+            status=500,
+        )
+    if not response.prepared:
+        response.headers["X-Request-Id"] = request_id
+    return response
+
+
+@web.middleware
+async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if (
+        request.match_info.http_exception is not None
+        or request.path.startswith("/assets/")
+        or _marked(request, "__commons_tenantless__")
+    ):
+        return await handler(request)
+    host = request.host or ""
+    if not host or len(host) > 255:
+        raise BadRequest("Missing or invalid Host header")
+    community = await request.app[COMMUNITIES].for_host(host)
+    if community is None:
+        raise NotFound("No community is served at this address")
+    request[COMMUNITY] = community
+    if _marked(request, "__commons_public__"):
+        return await handler(request)
+    viewer = await authentication.authenticate(request, community)
+    request[VIEWER] = viewer
+    settings = request.app[SETTINGS]
+    retry = await request.app[LIMITER].hit(f"user:{viewer.id}", settings.rate_limit_requests)
+    if retry is not None:
+        raise RateLimited(retry)
+    return await handler(request)

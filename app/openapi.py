@@ -1,0 +1,97 @@
+"""OpenAPI 3.1 document generated from the route table and its pydantic request models."""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from pydantic import BaseModel
+
+from app.routes import ROUTES, Route
+
+_PARAM_RE = re.compile(r":([A-Za-z_][A-Za-z0-9_]*)")
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["errors", "code"],
+    "properties": {
+        "errors": {"type": "array", "items": {"type": "string"}},
+        "code": {"type": "string"},
+        "fields": {"type": "object", "additionalProperties": {
+            "type": "array", "items": {"type": "string"}}},
+        "request_id": {"type": "string"},
+    },
+}
+PAGING = [
+    {"name": "page", "in": "query", "required": False,
+     "schema": {"type": "integer", "minimum": 1, "default": 1}},
+    {"name": "per_page", "in": "query", "required": False,
+     "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 20}},
+]
+
+
+def _operation(route: Route, schemas: dict[str, Any]) -> dict[str, Any]:
+    params: list[dict[str, Any]] = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in _PARAM_RE.findall(route.path)
+    ]
+    if route.query is not None:
+        schema = route.query.model_json_schema()
+        required = set(schema.get("required", []))
+        for name, prop in schema.get("properties", {}).items():
+            if name in ("page", "per_page"):
+                continue
+            params.append({"name": name, "in": "query", "required": name in required,
+                           "schema": prop})
+        if "page" in schema.get("properties", {}):
+            params.extend(PAGING)
+    op: dict[str, Any] = {
+        "summary": route.summary,
+        "operationId": f"{route.method.lower()}_{route.handler.__module__.split('.')[-1]}_"
+                       f"{route.handler.__name__}",
+        "parameters": params,
+        "responses": {
+            "default": {"description": "Error",
+                        "content": {"application/json": {"schema": {"$ref":
+                                    "#/components/schemas/Error"}}}},
+            "2XX": {"description": "Success", "content": {"application/json": {}}},
+        },
+    }
+    if route.body is not None:
+        name = route.body.__name__
+        schemas[name] = _schema(route.body, schemas)
+        ref = {"$ref": f"#/components/schemas/{name}"}
+        op["requestBody"] = {"content": {
+            "application/json": {"schema": ref},
+            "application/x-www-form-urlencoded": {"schema": ref},
+            "multipart/form-data": {"schema": ref},
+        }}
+    return op
+
+
+def _schema(model: type[BaseModel], schemas: dict[str, Any]) -> dict[str, Any]:
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    for name, definition in schema.pop("$defs", {}).items():
+        schemas[name] = definition
+    return schema
+
+
+@functools.cache
+def document() -> dict[str, Any]:
+    paths: dict[str, dict[str, Any]] = {}
+    schemas: dict[str, Any] = {"Error": ERROR_SCHEMA}
+    for route in ROUTES:
+        path = _PARAM_RE.sub(r"{\1}", route.path)
+        paths.setdefault(path, {})[route.method.lower()] = _operation(route, schemas)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Commons API", "version": "1",
+                 "description": "The Socialcast-compatible REST API served by Commons. "
+                                "Every path is also served with a .json suffix."},
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"basic": {"type": "http", "scheme": "basic"}},
+        },
+        "security": [{"basic": []}],
+    }

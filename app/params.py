@@ -1,0 +1,322 @@
+"""One decoder for every encoding clients send, and the validation of what it decodes.
+
+Query strings, JSON bodies, url-encoded forms (`&` or `;` separated) and multipart forms all
+decode into the same nested dict, with Rails bracket rules: `a[b][c]=1` nests, `a[]=1` appends,
+`a[0][x]=1` makes a dict keyed "0" (models turn such dicts into lists where they want lists).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Annotated, Any, TypeVar
+from urllib.parse import parse_qsl
+
+import orjson
+from aiohttp import BodyPartReader, web
+from pydantic import BaseModel, BeforeValidator, ValidationError
+
+from app.errors import BadRequest, Invalid, NotFound, TooLarge, UnsupportedMediaType
+
+PARAMS_KEY = web.RequestKey("params", dict)
+M = TypeVar("M", bound=BaseModel)
+
+_KEY_RE = re.compile(r"^([^\[\]]+)((?:\[[^\[\]]*\])*)$")
+_FORM_TYPES = {"application/x-www-form-urlencoded", ""}
+MAX_DEPTH = 8
+
+
+@dataclass(frozen=True, slots=True)
+class UploadedFile:
+    """A file part of a multipart body, read into memory (bounded by client_max_size)."""
+
+    filename: str
+    content_type: str
+    data: bytes
+
+
+def _split_key(key: str) -> list[str]:
+    match = _KEY_RE.match(key)
+    if not match:
+        return [key]
+    head, rest = match.groups()
+    parts = [head]
+    if rest:
+        parts.extend(rest[1:-1].split("]["))
+    if len(parts) > MAX_DEPTH:
+        raise BadRequest(f"Parameter {key!r} is nested too deeply")
+    return parts
+
+
+def nest(pairs: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """Build nested parameters from flat (key, value) pairs using Rails bracket rules."""
+    root: dict[str, Any] = {}
+    for key, value in pairs:
+        parts = _split_key(key)
+        node: Any = root
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            nxt = None if last else parts[i + 1]
+            if part == "":
+                if not isinstance(node, list):
+                    raise BadRequest(f"Parameter {key!r} mixes list and hash forms")
+                if last:
+                    node.append(value)
+                    break
+                # a[][x]=1: start a new hash unless the last one lacks this key
+                if node and isinstance(node[-1], dict) and nxt not in node[-1]:
+                    node = node[-1]
+                else:
+                    node.append({})
+                    node = node[-1]
+                continue
+            if not isinstance(node, dict):
+                raise BadRequest(f"Parameter {key!r} mixes list and hash forms")
+            if last:
+                node[part] = value
+                break
+            child = node.get(part)
+            want_list = nxt == ""
+            if child is None or not isinstance(child, list if want_list else dict):
+                child = [] if want_list else {}
+                node[part] = child
+            node = child
+    return root
+
+
+def parse_query(query: str) -> dict[str, Any]:
+    """Decode a query string or url-encoded body; `;` separates pairs like `&`."""
+    if not query:
+        return {}
+    try:
+        pairs = parse_qsl(query.replace(";", "&"), keep_blank_values=True, strict_parsing=False)
+    except ValueError as exc:
+        raise BadRequest("Malformed parameters") from exc
+    return nest(pairs)
+
+
+def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge `extra` into `base` (extra wins), used for query + body."""
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+async def _read_multipart(request: web.Request) -> dict[str, Any]:
+    reader = await request.multipart()
+    pairs: list[tuple[str, Any]] = []
+    total = 0
+    limit = request.app_client_max_size if hasattr(request, "app_client_max_size") else None
+    async for part in reader:
+        if not isinstance(part, BodyPartReader) or not part.name:
+            continue
+        data = await part.read(decode=True)
+        total += len(data)
+        if limit and total > limit:
+            raise TooLarge()
+        if part.filename is not None:
+            value: Any = UploadedFile(
+                filename=part.filename,
+                content_type=part.headers.get("Content-Type", "application/octet-stream"),
+                data=bytes(data),
+            )
+        else:
+            value = data.decode(part.get_charset(default="utf-8"), errors="replace")
+        pairs.append((part.name, value))
+    return nest(pairs)
+
+
+async def read_body(request: web.Request) -> dict[str, Any]:
+    if not request.body_exists:
+        return {}
+    ctype = request.content_type
+    try:
+        if ctype == "application/json" or ctype.endswith("+json"):
+            raw = await request.read()
+            if not raw.strip():
+                return {}
+            try:
+                data = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise BadRequest("Body is not valid JSON") from exc
+            if not isinstance(data, dict):
+                raise BadRequest("JSON body must be an object")
+            return data
+        if ctype.startswith("multipart/"):
+            return await _read_multipart(request)
+        if ctype in _FORM_TYPES or ctype.startswith("text/plain"):
+            raw = await request.read()
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise BadRequest("Body is not valid UTF-8") from exc
+            return parse_query(text)
+    except web.HTTPRequestEntityTooLarge as exc:
+        raise TooLarge() from exc
+    raise UnsupportedMediaType(f"Unsupported content type {ctype}")
+
+
+async def read_params(request: web.Request) -> dict[str, Any]:
+    """Query string and body decoded and merged (body wins). Cached on the request."""
+    cached = request.get(PARAMS_KEY)
+    if cached is not None:
+        return cached
+    params = parse_query(request.rel_url.raw_query_string)
+    if request.method not in ("GET", "HEAD"):
+        params = merge(params, await read_body(request))
+    request[PARAMS_KEY] = params
+    return params
+
+
+def _loc_name(loc: tuple[int | str, ...]) -> str:
+    if not loc:
+        return "base"
+    head, *rest = (str(p) for p in loc)
+    return head + "".join(f"[{p}]" for p in rest)
+
+
+def validate(model: type[M], data: Any) -> M:
+    """Validate decoded parameters into a model; failures are one 422 listing every field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        fields: dict[str, list[str]] = {}
+        messages: list[str] = []
+        for err in exc.errors(include_url=False):
+            loc = tuple(p for p in err["loc"] if not str(p).startswith("function-"))
+            name = _loc_name(loc)
+            problem = "can't be blank" if err["type"] == "missing" else str(err["msg"])
+            problem = problem[0].lower() + problem[1:] if problem else problem
+            fields.setdefault(name, []).append(problem)
+            leaf = name.rstrip("]").split("[")[-1].replace("_", " ").capitalize()
+            messages.append(f"{leaf} {problem}")
+        raise Invalid(*messages, fields=fields) from None
+
+
+async def parse(request: web.Request, model: type[M]) -> M:
+    return validate(model, await read_params(request))
+
+
+# --- lenient field types shared by request models -------------------------------------------
+
+
+def _blank_to_none(value: Any) -> Any:
+    if isinstance(value, str) and not value.strip():
+        return None
+    return value
+
+
+def _to_list(value: Any) -> Any:
+    """Accept a list, a dict keyed by integers (`a[0][x]` forms), a CSV string or a scalar."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [v for v in value if not (isinstance(v, str) and not v.strip())]
+    if isinstance(value, dict):
+        try:
+            return [value[k] for k in sorted(value, key=lambda k: int(k))]
+        except ValueError:
+            return [value]
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [value]
+
+
+OptionalId = Annotated[int | None, BeforeValidator(_blank_to_none)]
+OptionalStr = Annotated[str | None, BeforeValidator(lambda v: v)]
+IdList = Annotated[list[int], BeforeValidator(_to_list)]
+StrList = Annotated[list[str], BeforeValidator(_to_list)]
+
+
+def as_list(value: Any) -> list[Any]:
+    out = _to_list(value)
+    return out if isinstance(out, list) else [out]
+
+
+def flag(value: Any, default: bool = False) -> bool:
+    """Lenient boolean of a raw parameter: true/1/yes/on."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in {"true", "1", "yes", "on", "t", "y"}
+
+
+# --- paging and path ids ----------------------------------------------------------------------
+
+DEFAULT_PER_PAGE = 20
+MAX_PER_PAGE = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    page: int
+    per_page: int
+
+    @property
+    def offset(self) -> int:
+        return (self.page - 1) * self.per_page
+
+    @property
+    def limit(self) -> int:
+        return self.per_page
+
+
+def _positive(params: dict[str, Any], name: str, default: int) -> int:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise BadRequest(f"{name} must be a positive integer", ) from None
+    if value < 1:
+        raise BadRequest(f"{name} must be a positive integer")
+    return value
+
+
+def page_of(params: dict[str, Any], default_per_page: int = DEFAULT_PER_PAGE) -> Page:
+    """page (default 1) and per_page (default 20, capped at 500); non-positive is a 400."""
+    page = _positive(params, "page", 1)
+    per_page = min(_positive(params, "per_page", default_per_page), MAX_PER_PAGE)
+    if page > 1_000_000:
+        raise BadRequest("page is too large")
+    return Page(page=page, per_page=per_page)
+
+
+_ID_RE = re.compile(r"^(\d{1,18})(?:-[^/]*)?$")
+
+
+def parse_id(raw: str | None) -> int | None:
+    """`123` or `123-some-slug` -> 123; anything else -> None."""
+    if raw is None:
+        return None
+    match = _ID_RE.match(raw)
+    return int(match.group(1)) if match else None
+
+
+def path_id(request: web.Request, name: str) -> int:
+    """An integer id from the path; a malformed one names nothing, so it is a 404."""
+    value = parse_id(request.match_info.get(name))
+    if value is None:
+        raise NotFound()
+    return value
+
+
+def param_id(params: dict[str, Any], name: str) -> int | None:
+    """An optional integer id parameter; blank means absent, garbage is a 422."""
+    raw = params.get(name)
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    if isinstance(raw, bool):
+        raise Invalid.field(name, "must be an integer")
+    if isinstance(raw, int):
+        return raw
+    value = parse_id(str(raw).strip())
+    if value is None:
+        raise Invalid.field(name, "must be an integer")
+    return value

@@ -1,0 +1,73 @@
+"""Fixed-window rate limits: in Redis when there is one (shared by every process), else here.
+
+`hit(key, limit)` counts one event in the current minute and returns the seconds to wait when
+the count is over the limit; `peek` only reads.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+from redis.asyncio import Redis
+
+WINDOW = 60
+
+
+class RateLimiter(Protocol):
+    async def hit(self, key: str, limit: int, window: int = WINDOW) -> int | None: ...
+
+    async def peek(self, key: str, limit: int, window: int = WINDOW) -> int | None: ...
+
+
+def _window(window: int) -> tuple[int, int]:
+    now = time.time()
+    start = int(now // window) * window
+    return start, max(1, int(start + window - now + 0.999))
+
+
+class RedisRateLimiter:
+    def __init__(self, redis: Redis, prefix: str) -> None:
+        self._redis = redis
+        self._prefix = prefix
+
+    def _key(self, key: str, window: int) -> tuple[str, int]:
+        start, remaining = _window(window)
+        return f"{self._prefix}:rl:{key}:{start}", remaining
+
+    async def hit(self, key: str, limit: int, window: int = WINDOW) -> int | None:
+        rkey, remaining = self._key(key, window)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.incr(rkey)
+            pipe.expire(rkey, window + 1, nx=True)
+            count, _ = await pipe.execute()
+        return remaining if int(count) > limit else None
+
+    async def peek(self, key: str, limit: int, window: int = WINDOW) -> int | None:
+        rkey, remaining = self._key(key, window)
+        count = await self._redis.get(rkey)
+        return remaining if count is not None and int(count) >= limit else None
+
+
+class MemoryRateLimiter:
+    """Single-process fallback; old windows are dropped as new ones start."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, int], int] = {}
+        self._current = 0
+
+    def _slot(self, key: str, window: int) -> tuple[tuple[str, int], int]:
+        start, remaining = _window(window)
+        if start != self._current:
+            self._counts = {k: v for k, v in self._counts.items() if k[1] >= start}
+            self._current = start
+        return (key, start), remaining
+
+    async def hit(self, key: str, limit: int, window: int = WINDOW) -> int | None:
+        slot, remaining = self._slot(key, window)
+        self._counts[slot] = self._counts.get(slot, 0) + 1
+        return remaining if self._counts[slot] > limit else None
+
+    async def peek(self, key: str, limit: int, window: int = WINDOW) -> int | None:
+        slot, remaining = self._slot(key, window)
+        return remaining if self._counts.get(slot, 0) >= limit else None

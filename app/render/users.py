@@ -1,0 +1,125 @@
+"""Every JSON form of a user, written once (key order as keys.md).
+
+Rows come from storage.users (BASIC or FULL columns).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from app.render.avatars import profile_photo, user_avatars
+from app.urls import user_url
+
+# contact_info keys in the order the real payloads print them; email is always present.
+CONTACT_KEYS = (
+    "cell_phone", "office_phone", "aim", "google_talk", "yahoo", "skype", "jabber", "twitter",
+    "msn", "email", "location",
+)
+
+Row = Mapping[str, Any]
+
+
+def display_name(row: Row) -> str:
+    name = f"{row['first_name']} {row['last_name']}".strip()
+    return name or row["username"]
+
+
+def _iso_date(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def embedded_user(row: Row, base: str) -> dict[str, Any]:
+    """Author of a message or comment, manager, thanks sender (15 keys)."""
+    name = display_name(row)
+    state = row["state"]
+    return {
+        "id": row["id"],
+        "name": name,
+        "html_name": html.escape(name),
+        "url": user_url(base, row["id"], row["username"]),
+        "avatars": user_avatars(base, row["avatar_id"]),
+        "username": row["username"],
+        "active": state == "active",
+        "terminated": state == "terminated",
+        "inactive": state != "active",
+        "role": row["role"],
+        "type": "User",
+        "title": row["title"],
+        "out_of_office": row["out_of_office"],
+        "back_in_office_on": _iso_date(row["back_in_office_on"]),
+        "company_login": row["company_login"],
+    }
+
+
+def recipient_user(row: Row, base: str) -> dict[str, Any]:
+    out = embedded_user(row, base)
+    out["mention_name"] = row["username"]
+    return out
+
+
+def like_user(row: Row, base: str) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "name": display_name(row),
+        "url": user_url(base, row["id"], row["username"]),
+    }
+
+
+def contact_info(row: Row) -> dict[str, str]:
+    extra = row["contact_info"] or {}
+    out: dict[str, str] = {}
+    for key in CONTACT_KEYS:
+        if key == "email":
+            out["email"] = row["email"]
+        elif extra.get(key):
+            out[key] = extra[key]
+    return out
+
+
+def custom_field_values(values: Sequence[Row]) -> list[dict[str, Any]]:
+    return [{"id": str(v["id"]), "value": v["value"], "label": v["name"]} for v in values]
+
+
+def full_user(
+    row: Row,
+    base: str,
+    *,
+    viewer_id: int,
+    manager: Row | None,
+    custom_values: Sequence[Row],
+) -> dict[str, Any]:
+    """The 23-key form of the users index, search, followers, members (FULL row)."""
+    embedded = embedded_user(row, base)
+    followable = (
+        row["id"] != viewer_id and row["state"] == "active" and not row["viewer_follows"]
+    )
+    return {
+        "contact_info": contact_info(row),
+        "manager": embedded_user(manager, base) if manager is not None else None,
+        "custom_fields": custom_field_values(custom_values),
+        "followable": followable,
+        "contact_id": None,
+        "following_count": row["following_count"],
+        "followers_count": row["followers_count"],
+        "status_message": row["status_message"],
+        **embedded,
+    }
+
+
+def conversation_member(row: Row, base: str) -> dict[str, Any]:
+    """The compact user of conversation members."""
+    extra = row["contact_info"] or {}
+    return {
+        "id": row["id"],
+        "name": display_name(row),
+        "email": row["email"],
+        "cell_phone": extra.get("cell_phone"),
+        "office_phone": extra.get("office_phone"),
+        "first_name": row["first_name"],
+        "last_name": row["last_name"],
+        "profile_photo": profile_photo(base, row["avatar_id"]),
+        "inactive": row["state"] != "active",
+        "terminated": row["state"] == "terminated",
+    }

@@ -1,0 +1,27 @@
+"""Typed keys of what the app holds (pool, redis, hub...), set up by cleanup contexts in main."""
+
+from __future__ import annotations
+
+import asyncpg
+from aiohttp import web
+from redis.asyncio import Redis
+
+from app.config import Settings
+from app.passwords import Passwords
+from app.ratelimit import RateLimiter
+from app.tenancy import CommunityResolver
+
+SETTINGS = web.AppKey("settings", Settings)
+POOL = web.AppKey("pool", asyncpg.Pool)
+REDIS = web.AppKey("redis", Redis)
+PASSWORDS = web.AppKey("passwords", Passwords)
+LIMITER = web.AppKey("limiter", RateLimiter)
+COMMUNITIES = web.AppKey("communities", CommunityResolver)
+
+
+def pool_of(request: web.Request) -> asyncpg.Pool:
+    return request.app[POOL]
+
+
+def settings_of(request: web.Request) -> Settings:
+    return request.app[SETTINGS]

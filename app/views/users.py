@@ -1,0 +1,195 @@
+"""Users: directory, profiles, search, and admin management."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aiohttp import web
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from app.access import access_user
+from app.actions import users as actions
+from app.context import community_of, viewer_of
+from app.errors import NotFound
+from app.params import StrList, page_of, parse, path_id, read_params
+from app.resources import PASSWORDS, pool_of
+from app.responses import created, json_response
+from storage import users
+
+LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+
+
+def _manager(value: Any) -> Any:
+    # "" clears the manager on update; keep it distinguishable from "absent"
+    return -1 if isinstance(value, str) and not value.strip() else value
+
+
+class UserParams(BaseModel):
+    model_config = LOOSE
+
+    first_name: str | None = Field(None, max_length=100)
+    last_name: str | None = Field(None, max_length=100)
+    email: str | None = Field(None, max_length=254)
+    username: str | None = Field(None, max_length=60)
+    password: str | None = Field(None, max_length=1024)
+    title: str | None = Field(None, max_length=200)
+    company_login: str | None = Field(None, max_length=200)
+    manager_id: Annotated[int | None, BeforeValidator(_manager)] = None
+    role: str | None = None
+    status_message: str | None = Field(None, max_length=500)
+    contact_info: dict[str, str] | None = None
+    custom_fields: dict[int, str] | None = None
+
+    def to_fields(self) -> actions.UserFields:
+        data = self.model_dump(exclude={"manager_id"})
+        clear = self.manager_id == -1
+        return actions.UserFields(
+            **data, manager_id=None if clear else self.manager_id, clear_manager=clear
+        )
+
+
+class UserCreateBody(BaseModel):
+    model_config = LOOSE
+    user: UserParams
+
+
+class UserUpdateBody(BaseModel):
+    model_config = LOOSE
+    user: UserParams = Field(default_factory=UserParams)
+
+
+class UserListQuery(BaseModel):
+    model_config = LOOSE
+    state: str = Field("active", pattern="^(active|inactive|terminated|all)$")
+    email: StrList | None = None
+    page: int | None = None
+    per_page: int | None = None
+
+
+class SearchQuery(BaseModel):
+    model_config = LOOSE
+    q: str = Field("", max_length=500)
+    page: int | None = None
+    per_page: int | None = None
+
+
+async def _render_rows(request: web.Request, rows: list[Any]) -> list[dict[str, Any]]:
+    return await actions.full_users(
+        pool_of(request), viewer_of(request), rows, community_of(request).base_url
+    )
+
+
+async def _render_one(request: web.Request, user_id: int) -> dict[str, Any]:
+    viewer = viewer_of(request)
+    row = await users.full_by_id(pool_of(request), viewer.community_id, viewer.id, user_id)
+    if row is None:
+        raise NotFound("User not found")
+    return (await _render_rows(request, [row]))[0]
+
+
+async def list_users(request: web.Request) -> web.Response:
+    params = await read_params(request)
+    query = await parse(request, UserListQuery)
+    page = page_of(params)
+    viewer = viewer_of(request)
+    rows = await users.list_users(
+        pool_of(request), viewer.community_id, viewer.id,
+        states=actions.STATE_FILTERS[query.state], emails=query.email,
+        offset=page.offset, limit=page.limit,
+    )
+    return json_response({"users": await _render_rows(request, rows)})
+
+
+async def show_user(request: web.Request) -> web.Response:
+    return json_response({"user": await _render_one(request, path_id(request, "user_id"))})
+
+
+async def show_by_company_login(request: web.Request) -> web.Response:
+    viewer = viewer_of(request)
+    row = await users.full_by_company_login(
+        pool_of(request), viewer.community_id, viewer.id, request.match_info["company_login"]
+    )
+    if row is None:
+        raise NotFound("User not found")
+    return json_response({"user": (await _render_rows(request, [row]))[0]})
+
+
+async def create_user(request: web.Request) -> web.Response:
+    body = await parse(request, UserCreateBody)
+    row = await actions.create_user(
+        pool_of(request), request.app[PASSWORDS], viewer_of(request), body.user.to_fields()
+    )
+    return created({"user": await _render_one(request, row["id"])})
+
+
+async def update_user(request: web.Request) -> web.Response:
+    user_id = path_id(request, "user_id")
+    body = await parse(request, UserUpdateBody)
+    await actions.update_user(
+        pool_of(request), request.app[PASSWORDS], viewer_of(request), user_id,
+        body.user.to_fields(),
+    )
+    return json_response({"user": await _render_one(request, user_id)})
+
+
+async def deactivate_user(request: web.Request) -> web.Response:
+    user_id = path_id(request, "user_id")
+    await actions.deactivate_user(pool_of(request), viewer_of(request), user_id)
+    return json_response({"user": await _render_one(request, user_id)})
+
+
+def tsquery_of(q: str) -> tuple[str, list[str]]:
+    """Word-prefix tsquery text and the whole e-mail addresses in q.
+
+    Words are ANDed; `a or b` (as real clients join several e-mails) ORs them.
+    """
+    words = [w for w in q.split() if w]
+    emails = [w for w in words if "@" in w]
+    groups: list[list[str]] = [[]]
+    for word in words:
+        if word.lower() == "or":
+            groups.append([])
+            continue
+        lexeme = "".join(ch for ch in word.lower() if ch.isalnum() or ch in "@._-")
+        if lexeme:
+            groups[-1].append("'" + lexeme.replace("'", "") + "':*")
+    alternatives = ["(" + " & ".join(g) + ")" for g in groups if g]
+    return " | ".join(alternatives), emails
+
+
+async def _search(request: web.Request, states: tuple[str, ...]) -> web.Response:
+    params = await read_params(request)
+    query = await parse(request, SearchQuery)
+    page = page_of(params)
+    tsquery, emails = tsquery_of(query.q)
+    if not tsquery and not emails:
+        return json_response({"users": []})
+    viewer = viewer_of(request)
+    rows = await users.search(
+        pool_of(request), viewer.community_id, viewer.id, tsquery=tsquery or "''",
+        emails=emails, states=states, offset=page.offset, limit=page.limit,
+    )
+    return json_response({"users": await _render_rows(request, rows)})
+
+
+async def search_users(request: web.Request) -> web.Response:
+    """Matches active and deactivated users alike, as the original did."""
+    return await _search(request, actions.STATE_FILTERS["all"])
+
+
+async def suggest_users(request: web.Request) -> web.Response:
+    """Autocomplete: active users only."""
+    return await _search(request, ("active",))
+
+
+async def list_employees(request: web.Request) -> web.Response:
+    params = await read_params(request)
+    page = page_of(params)
+    viewer = viewer_of(request)
+    pool = pool_of(request)
+    manager = await access_user(pool, viewer, path_id(request, "user_id"))
+    rows = await users.employees(
+        pool, viewer.community_id, viewer.id, manager["id"], page.offset, page.limit
+    )
+    return json_response({"users": await _render_rows(request, rows)})
+

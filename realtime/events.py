@@ -1,0 +1,133 @@
+"""Realtime events and their encodings, each computed once.
+
+An event is rendered to its websocket frame (`{"type":"event","id":"<id>",...}`) exactly once per
+process; every socket on that process writes the very same `bytes` object, so the fan-out path
+does no JSON work per socket. Between processes an event travels through Redis as a short text
+header (id, channel, name) followed by that frame, so a receiving process reads the routing
+fields without parsing the payload.
+
+Subscription changes travel as ordinary events too (`control_event`): they are stored in the
+same transaction as the membership change and get an id in the same sequence, which is what
+makes "subscribe, then receive everything after the change" exact (see realtime/hub.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+CONTROL_EVENT = "_subscriptions"
+"""Name of the internal event that changes a user's live subscriptions; never sent to clients."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event before it is stored: `append_events` gives it an id."""
+
+    channel: str
+    name: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A stored event: ids increase by one per community, in commit order."""
+
+    id: int
+    community_id: int
+    channel: str
+    name: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedEvent:
+    """What the hub moves around: routing fields plus the finished websocket frame."""
+
+    id: int
+    community_id: int
+    channel: str
+    name: str
+    frame: bytes
+
+    @property
+    def is_control(self) -> bool:
+        return self.name == CONTROL_EVENT
+
+    def control(self) -> tuple[list[str], list[str]]:
+        """(subscribe, unsubscribe) of a control event; parsed only by its user's sockets."""
+        data = orjson.loads(self.frame)["data"]
+        return list(data.get("subscribe", ())), list(data.get("unsubscribe", ()))
+
+
+def user_channel(user_id: int) -> str:
+    return f"user:{user_id}"
+
+
+def control_event(
+    user_id: int, *, subscribe: Iterable[str] = (), unsubscribe: Iterable[str] = ()
+) -> NewEvent:
+    """The event that changes `user_id`'s live subscriptions on every process.
+
+    Append it with `append_events` in the SAME transaction as the membership change and publish
+    it after commit with the rest. Order inside one batch matters: when adding a member, put the
+    control first so the new member also receives the events that follow it in the batch; when
+    removing one, put it last so the member still sees its own removal.
+    """
+    return NewEvent(
+        channel=user_channel(user_id),
+        name=CONTROL_EVENT,
+        data={"subscribe": list(subscribe), "unsubscribe": list(unsubscribe)},
+    )
+
+
+def validate(event: NewEvent) -> None:
+    """Channel and name travel in a newline-separated header; keep them single-line."""
+    if not event.channel or "\n" in event.channel or "\n" in event.name or not event.name:
+        raise ValueError(f"invalid realtime channel or event name: {event.channel!r}")
+
+
+def encode_frame(event: Event) -> bytes:
+    return orjson.dumps(
+        {
+            "type": "event",
+            "id": str(event.id),
+            "channel": event.channel,
+            "event": event.name,
+            "data": event.data,
+        }
+    )
+
+
+def encode(event: Event) -> EncodedEvent:
+    return EncodedEvent(
+        event.id, event.community_id, event.channel, event.name, encode_frame(event)
+    )
+
+
+def to_wire(event: EncodedEvent) -> bytes:
+    """The Redis payload: `<id>\\n<channel>\\n<name>\\n<frame>`."""
+    return b"%d\n%s\n%s\n%s" % (
+        event.id,
+        event.channel.encode(),
+        event.name.encode(),
+        event.frame,
+    )
+
+
+def from_wire(community_id: int, payload: bytes) -> EncodedEvent:
+    id_, channel, name, frame = payload.split(b"\n", 3)
+    return EncodedEvent(int(id_), community_id, channel.decode(), name.decode(), frame)
+
+
+def welcome_frame(user_id: int, last_event_id: int) -> bytes:
+    return orjson.dumps(
+        {"type": "welcome", "user_id": user_id, "last_event_id": str(last_event_id)}
+    )
+
+
+RESET_FRAME = b'{"type":"reset"}'
+PONG_FRAME = b'{"type":"pong"}'

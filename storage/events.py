@@ -1,0 +1,152 @@
+"""The durable realtime event log (table realtime_events, migration 0005).
+
+Ids are per community and are handed out by `append_events` from realtime_event_counters, whose
+row lock is held until the caller's transaction commits. So within a community ids are gap-free
+and in commit order: once id N is visible, every id below N is visible too. That is what lets a
+client resume from `since=N`, and lets a hub notice a message Redis dropped (a hole in the ids)
+and fetch it from here.
+
+Values cross the driver as text (`::text`, `::json` casts), so these functions behave the same
+whatever json codecs the pool installs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+
+import asyncpg
+import orjson
+
+from realtime.events import Event, NewEvent, validate
+
+# One round trip: bump the counter (creating it on first use), then insert the batch with the
+# ids just reserved. Runs as the last statement of the writing transaction.
+APPEND_EVENTS = """
+WITH counter AS (
+    INSERT INTO realtime_event_counters AS c (community_id, last_id)
+    VALUES ($1, cardinality($2::text[]))
+    ON CONFLICT (community_id) DO UPDATE SET last_id = c.last_id + EXCLUDED.last_id
+    RETURNING last_id
+)
+INSERT INTO realtime_events (community_id, id, channel, name, data)
+SELECT $1, counter.last_id - cardinality($2::text[]) + e.ord, e.channel, e.name, e.data::json
+FROM counter,
+     unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS e(channel, name, data, ord)
+RETURNING id
+"""
+
+EVENTS_SINCE = """
+SELECT id, channel, name, data::text AS data FROM realtime_events
+WHERE community_id = $1 AND channel = ANY($2::text[]) AND id > $3 AND id <= $4
+ORDER BY id LIMIT $5
+"""
+
+ALL_EVENTS_SINCE = """
+SELECT id, channel, name, data::text AS data FROM realtime_events
+WHERE community_id = $1 AND id > $2 AND id <= $3
+ORDER BY id LIMIT $4
+"""
+
+LAST_EVENT_ID = "SELECT last_id FROM realtime_event_counters WHERE community_id = $1"
+
+LAST_EVENT_IDS = """
+SELECT community_id, last_id FROM realtime_event_counters WHERE community_id = ANY($1::bigint[])
+"""
+
+OLDEST_EVENT_ID = "SELECT min(id) FROM realtime_events WHERE community_id = $1"
+
+PRUNE_EVENTS = """
+DELETE FROM realtime_events WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM realtime_events WHERE created_at < now() - $1::interval LIMIT $2
+))
+"""
+
+MAX_ID = 2**63 - 1
+
+
+async def append_events(
+    conn: asyncpg.Connection, community_id: int, events: Sequence[NewEvent]
+) -> list[Event]:
+    """Store `events` and give them the community's next ids, in order.
+
+    Call it inside the transaction that makes the change, as its LAST statement: it locks the
+    community's counter row until commit, which is what keeps ids in commit order (and a
+    transaction that went on working while holding it would serialize the community's writers
+    for longer). Use READ COMMITTED (the default). Publish the result after commit.
+    """
+    if not events:
+        return []
+    for event in events:
+        validate(event)
+    ids = await conn.fetch(
+        APPEND_EVENTS,
+        community_id,
+        [e.channel for e in events],
+        [e.name for e in events],
+        [orjson.dumps(e.data).decode() for e in events],
+    )
+    first = min(row[0] for row in ids)
+    return [
+        Event(first + i, community_id, e.channel, e.name, e.data) for i, e in enumerate(events)
+    ]
+
+
+async def events_since(
+    conn: asyncpg.Connection,
+    community_id: int,
+    channels: Sequence[str] | None,
+    since_id: int,
+    limit: int,
+    *,
+    up_to: int | None = None,
+) -> list[Event]:
+    """Events with since_id < id <= up_to on `channels` (None: every channel), ordered by id."""
+    upper = MAX_ID if up_to is None else up_to
+    if channels is None:
+        rows = await conn.fetch(ALL_EVENTS_SINCE, community_id, since_id, upper, limit)
+    else:
+        rows = await conn.fetch(
+            EVENTS_SINCE, community_id, list(channels), since_id, upper, limit
+        )
+    return [
+        Event(r["id"], community_id, r["channel"], r["name"], orjson.loads(r["data"]))
+        for r in rows
+    ]
+
+
+async def last_event_id(conn: asyncpg.Connection, community_id: int) -> int:
+    """The highest committed id of the community (0 before its first event)."""
+    value = await conn.fetchval(LAST_EVENT_ID, community_id)
+    return int(value or 0)
+
+
+async def last_event_ids(
+    conn: asyncpg.Connection, community_ids: Iterable[int]
+) -> dict[int, int]:
+    """`last_event_id` for many communities in one query (absent: no event yet)."""
+    rows = await conn.fetch(LAST_EVENT_IDS, list(community_ids))
+    return {r["community_id"]: r["last_id"] for r in rows}
+
+
+async def oldest_event_id(conn: asyncpg.Connection, community_id: int) -> int | None:
+    """The smallest id still stored; replaying from before it is impossible (reset)."""
+    value = await conn.fetchval(OLDEST_EVENT_ID, community_id)
+    return None if value is None else int(value)
+
+
+async def prune_events(
+    conn: asyncpg.Connection, older_than: timedelta, *, batch_size: int = 10_000
+) -> int:
+    """Delete events older than `older_than`, in batches; returns how many were deleted.
+
+    Call it outside a transaction so each batch commits on its own and locks stay short.
+    The counters are kept: ids never restart, so an old `since` is recognised as too old.
+    """
+    total = 0
+    while True:
+        status = await conn.execute(PRUNE_EVENTS, older_than, batch_size)
+        deleted = int(status.rsplit(" ", 1)[-1])
+        total += deleted
+        if deleted < batch_size:
+            return total

@@ -1,0 +1,283 @@
+"""Users: accounts, profile columns, and the queries behind every user list.
+
+Every list query returns the same FULL columns (with follow counts and whether the viewer
+follows each user), so one renderer serves all of them; `$1` is always the community id and
+`$2` the viewer's id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+
+from storage.db import Conn
+
+# Columns needed to render any form of a user (embedded, like, recipient, compact).
+BASIC = """
+u.id, u.community_id, u.email, u.username, u.first_name, u.last_name, u.role, u.state,
+u.title, u.company_login, u.manager_id, u.status_message, u.out_of_office,
+u.back_in_office_on, u.contact_info, u.avatar_id
+"""
+
+FULL = (
+    BASIC
+    + """,
+(SELECT count(*) FROM follows f WHERE f.follower_id = u.id)::int AS following_count,
+(SELECT count(*) FROM follows f WHERE f.followed_id = u.id)::int AS followers_count,
+EXISTS (SELECT 1 FROM follows f WHERE f.follower_id = $2 AND f.followed_id = u.id)
+    AS viewer_follows
+"""
+)
+
+INSERT = f"""
+INSERT INTO users AS u (community_id, email, username, first_name, last_name, password_hash,
+                        role, title, company_login, manager_id, contact_info)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+RETURNING {BASIC}
+"""
+
+BY_LOGIN = f"""
+SELECT {BASIC}, u.password_hash FROM users u
+WHERE u.community_id = $1 AND (lower(u.email) = lower($2) OR lower(u.username) = lower($2))
+ORDER BY lower(u.email) = lower($2) DESC
+LIMIT 1
+"""
+
+BY_ID = f"SELECT {BASIC} FROM users u WHERE u.community_id = $1 AND u.id = $2"
+BY_IDS = f"SELECT {BASIC} FROM users u WHERE u.community_id = $1 AND u.id = ANY($2::bigint[])"
+BY_EMAILS = f"""
+SELECT {BASIC} FROM users u
+WHERE u.community_id = $1 AND lower(u.email) = ANY($2::text[])
+"""
+FULL_BY_ID = f"SELECT {FULL} FROM users u WHERE u.community_id = $1 AND u.id = $3"
+FULL_BY_COMPANY_LOGIN = f"""
+SELECT {FULL} FROM users u WHERE u.community_id = $1 AND lower(u.company_login) = lower($3)
+"""
+
+# GET /api/users: $3 states, $4 e-mails (NULL = any), $5 offset, $6 limit
+LIST = f"""
+SELECT {FULL} FROM users u
+WHERE u.community_id = $1 AND u.state = ANY($3::text[])
+  AND ($4::text[] IS NULL OR lower(u.email) = ANY($4::text[]))
+ORDER BY u.id
+OFFSET $5 LIMIT $6
+"""
+
+# Word-prefix search over name, username and e-mail. $3 tsquery text, $4 offset, $5 limit,
+# $6 states. Also matches a whole e-mail address exactly.
+SEARCH = f"""
+SELECT {FULL} FROM users u
+WHERE u.community_id = $1 AND u.state = ANY($6::text[])
+  AND (to_tsvector('simple', u.first_name || ' ' || u.last_name || ' ' || u.username
+                   || ' ' || u.email) @@ to_tsquery('simple', $3)
+       OR lower(u.email) = ANY($7::text[]))
+ORDER BY lower(u.first_name), lower(u.last_name), u.id
+OFFSET $4 LIMIT $5
+"""
+
+FOLLOWERS = f"""
+SELECT {FULL} FROM follows fl JOIN users u ON u.id = fl.follower_id
+WHERE fl.community_id = $1 AND fl.followed_id = $3
+ORDER BY fl.created_at DESC, u.id
+OFFSET $4 LIMIT $5
+"""
+
+FOLLOWING = f"""
+SELECT {FULL} FROM follows fl JOIN users u ON u.id = fl.followed_id
+WHERE fl.community_id = $1 AND fl.follower_id = $3
+ORDER BY fl.created_at DESC, u.id
+OFFSET $4 LIMIT $5
+"""
+
+EMPLOYEES = f"""
+SELECT {FULL} FROM users u
+WHERE u.community_id = $1 AND u.manager_id = $3 AND u.state = 'active'
+ORDER BY u.id
+OFFSET $4 LIMIT $5
+"""
+
+CUSTOM_VALUES = """
+SELECT v.user_id, f.id, f.name, v.value
+FROM custom_field_values v JOIN custom_fields f ON f.id = v.custom_field_id
+WHERE v.user_id = ANY($1::bigint[])
+ORDER BY f.position, f.id
+"""
+
+SET_STATE = f"""
+UPDATE users u SET state = $3, updated_at = now()
+WHERE u.community_id = $1 AND u.id = $2
+RETURNING {BASIC}
+"""
+
+UPSERT_CUSTOM_VALUE = """
+INSERT INTO custom_field_values (user_id, custom_field_id, value)
+SELECT $1, f.id, $3 FROM custom_fields f WHERE f.id = $2 AND f.community_id = $4
+ON CONFLICT (user_id, custom_field_id) DO UPDATE SET value = EXCLUDED.value
+"""
+DELETE_CUSTOM_VALUE = """
+DELETE FROM custom_field_values WHERE user_id = $1 AND custom_field_id = $2
+"""
+
+# Columns PUT /api/users/:id may change; the action maps parameters onto these names.
+UPDATABLE = (
+    "email", "username", "first_name", "last_name", "password_hash", "role", "title",
+    "company_login", "manager_id", "status_message", "out_of_office", "back_in_office_on",
+    "contact_info", "avatar_id",
+)
+
+
+
+async def insert(
+    conn: Conn,
+    community_id: int,
+    *,
+    email: str,
+    username: str,
+    first_name: str = "",
+    last_name: str = "",
+    password_hash: str | None = None,
+    role: str = "member",
+    title: str | None = None,
+    company_login: str | None = None,
+    manager_id: int | None = None,
+    contact_info: dict[str, str] | None = None,
+) -> asyncpg.Record:
+    row = await conn.fetchrow(
+        INSERT, community_id, email, username, first_name, last_name, password_hash, role,
+        title, company_login, manager_id, contact_info or {},
+    )
+    assert row is not None
+    return row
+
+
+async def by_login(conn: Conn, community_id: int, login: str) -> asyncpg.Record | None:
+    return await conn.fetchrow(BY_LOGIN, community_id, login)
+
+
+async def by_id(conn: Conn, community_id: int, user_id: int) -> asyncpg.Record | None:
+    return await conn.fetchrow(BY_ID, community_id, user_id)
+
+
+async def by_ids(conn: Conn, community_id: int, ids: Sequence[int]) -> list[asyncpg.Record]:
+    if not ids:
+        return []
+    return await conn.fetch(BY_IDS, community_id, list(ids))
+
+
+async def by_emails(
+    conn: Conn, community_id: int, emails: Sequence[str]
+) -> list[asyncpg.Record]:
+    if not emails:
+        return []
+    return await conn.fetch(BY_EMAILS, community_id, [e.lower() for e in emails])
+
+
+async def full_by_id(
+    conn: Conn, community_id: int, viewer_id: int, user_id: int
+) -> asyncpg.Record | None:
+    return await conn.fetchrow(FULL_BY_ID, community_id, viewer_id, user_id)
+
+
+async def full_by_company_login(
+    conn: Conn, community_id: int, viewer_id: int, login: str
+) -> asyncpg.Record | None:
+    return await conn.fetchrow(FULL_BY_COMPANY_LOGIN, community_id, viewer_id, login)
+
+
+async def list_users(
+    conn: Conn,
+    community_id: int,
+    viewer_id: int,
+    *,
+    states: Sequence[str],
+    emails: Sequence[str] | None,
+    offset: int,
+    limit: int,
+) -> list[asyncpg.Record]:
+    lowered = [e.lower() for e in emails] if emails is not None else None
+    return await conn.fetch(LIST, community_id, viewer_id, list(states), lowered, offset, limit)
+
+
+async def search(
+    conn: Conn,
+    community_id: int,
+    viewer_id: int,
+    *,
+    tsquery: str,
+    emails: Sequence[str],
+    states: Sequence[str],
+    offset: int,
+    limit: int,
+) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        SEARCH, community_id, viewer_id, tsquery, offset, limit, list(states),
+        [e.lower() for e in emails],
+    )
+
+
+async def followers(
+    conn: Conn, community_id: int, viewer_id: int, user_id: int, offset: int, limit: int
+) -> list[asyncpg.Record]:
+    return await conn.fetch(FOLLOWERS, community_id, viewer_id, user_id, offset, limit)
+
+
+async def following(
+    conn: Conn, community_id: int, viewer_id: int, user_id: int, offset: int, limit: int
+) -> list[asyncpg.Record]:
+    return await conn.fetch(FOLLOWING, community_id, viewer_id, user_id, offset, limit)
+
+
+async def employees(
+    conn: Conn, community_id: int, viewer_id: int, manager_id: int, offset: int, limit: int
+) -> list[asyncpg.Record]:
+    return await conn.fetch(EMPLOYEES, community_id, viewer_id, manager_id, offset, limit)
+
+
+async def custom_values(
+    conn: Conn, user_ids: Sequence[int]
+) -> dict[int, list[asyncpg.Record]]:
+    out: dict[int, list[asyncpg.Record]] = {}
+    if not user_ids:
+        return out
+    for row in await conn.fetch(CUSTOM_VALUES, list(user_ids)):
+        out.setdefault(row["user_id"], []).append(row)
+    return out
+
+
+async def update(
+    conn: asyncpg.Connection, community_id: int, user_id: int, changes: dict[str, Any]
+) -> asyncpg.Record | None:
+    """Set the given columns (names from UPDATABLE only) and return the BASIC row."""
+    names = [n for n in changes if n in UPDATABLE]
+    if not names:
+        return await by_id(conn, community_id, user_id)
+    sets = ", ".join(f"{n} = ${i + 3}" for i, n in enumerate(names))
+    sql = (
+        f"UPDATE users u SET {sets}, updated_at = now() "
+        f"WHERE u.community_id = $1 AND u.id = $2 RETURNING {BASIC}"
+    )
+    return await conn.fetchrow(sql, community_id, user_id, *(changes[n] for n in names))
+
+
+async def set_state(
+    conn: asyncpg.Connection, community_id: int, user_id: int, state: str
+) -> asyncpg.Record | None:
+    return await conn.fetchrow(SET_STATE, community_id, user_id, state)
+
+
+async def set_custom_value(
+    conn: asyncpg.Connection, community_id: int, user_id: int, field_id: int, value: str | None
+) -> None:
+    if value is None or value == "":
+        await conn.execute(DELETE_CUSTOM_VALUE, user_id, field_id)
+    else:
+        await conn.execute(UPSERT_CUSTOM_VALUE, user_id, field_id, value, community_id)
+
+
+async def password_hash_of(conn: Conn, user_id: int) -> str | None:
+    value: str | None = await conn.fetchval(
+        "SELECT password_hash FROM users WHERE id = $1", user_id
+    )
+    return value

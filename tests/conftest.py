@@ -18,7 +18,7 @@ from app.main import create_app
 from app.passwords import Passwords
 from app.resources import POOL
 from migrations import apply_migrations
-from tests.servers import ensure_postgres, ensure_redis
+from tests.servers import ensure_postgres, ensure_redis, ensure_s3
 from tests.support import World
 
 # Real Argon2id, at its cheapest cost, so that hundreds of test users stay fast.
@@ -31,6 +31,15 @@ def _dsn_for(admin_dsn: str, database: str) -> str:
     if "?" in admin_dsn.rsplit("/", 1)[1]:
         query = "?" + admin_dsn.rsplit("?", 1)[1]
     return f"{base}/{database}{query}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Find or start the servers once, in the controller; xdist workers inherit them."""
+    if hasattr(config, "workerinput"):
+        return
+    os.environ["DATABASE_URL"] = ensure_postgres()
+    os.environ["REDIS_URL"] = ensure_redis()
+    os.environ.update(ensure_s3().env())
 
 
 @pytest.fixture(scope="session")
@@ -63,8 +72,9 @@ async def _drop(admin_dsn: str, name: str) -> None:
 @pytest.fixture(scope="session")
 def database_url(pg_admin_dsn: str) -> Iterator[str]:
     """One migrated database per test worker process."""
+    # Unique per process: several test runs may share one PostgreSQL server.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    name = f"commons_test_{worker}"
+    name = f"commons_test_{worker}_{os.getpid()}"
     asyncio.run(_recreate(pg_admin_dsn, name))
     dsn = _dsn_for(pg_admin_dsn, name)
     asyncio.run(apply_migrations(dsn))

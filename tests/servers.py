@@ -386,6 +386,7 @@ class SeaweedProcess:
         }
         config.write_text(json.dumps({"identities": [identity]}))
         (self.workdir / "data").mkdir()
+        self._ports = list(ports.values())
         self.command = [
             binary,
             "mini",
@@ -393,6 +394,8 @@ class SeaweedProcess:
             "-ip=127.0.0.1",
             "-ip.bind=127.0.0.1",
             f"-s3.config={config}",
+            f"-s3.localSocket={self.workdir / 's3.sock'}",
+            f"-filer.localSocket={self.workdir / 'filer.sock'}",
             "-s3.port.iceberg=0",
             "-s3.port.lance=0",
             "-webdav=false",
@@ -431,6 +434,11 @@ class SeaweedProcess:
             process.kill()
             process.wait()
         shutil.rmtree(self.workdir, ignore_errors=True)
+        # its gRPC unix sockets are always /tmp/seaweedfs-<role>-grpc-<port>.sock
+        for port in self._ports:
+            for sock in pathlib.Path("/tmp").glob(f"seaweedfs-*-{port}.sock"):
+                if sock.is_socket():
+                    sock.unlink(missing_ok=True)
 
 
 # flag per port; grpc ports are explicit because the default (http + 10000) may not be free

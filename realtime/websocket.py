@@ -1,0 +1,335 @@
+"""One realtime websocket: welcome, resume, live events, ping/pong, slow-reader policy.
+
+The lead's handler authenticates, decides which channels the user may read and calls
+`serve_realtime`. Everything after the upgrade lives here:
+
+1. `hub.attach` registers the socket in its community's stream and returns the position P
+   every later event is measured against. Until step 4 the socket receives *every* event of
+   the community into a setup buffer, so nothing can fall between the steps that await.
+2. `load_channels()` is called only now (after P), so a membership change committed before it
+   is in its result, and one committed after it arrives as a control event in the buffer.
+3. welcome (`last_event_id` = max(P, since)), then, with `since`, a replay of
+   since < id <= P on the channels from PostgreSQL, or `{"type":"reset"}` when that range is
+   pruned, beyond the counter, or longer than `replay_limit`.
+4. Synchronously: subscribe the channels, stop the catch-all, run the buffer through the same
+   path as live events (controls applied in order; ids <= the welcome's skipped), go live.
+
+Live frames are the shared bytes made once per process; a socket keeps a plain list of them and
+a writer task that exists only while there is something to write, so an idle socket costs its
+slots, a small set and aiohttp's own state. When the queue passes `max_queue_frames` or
+`max_queue_bytes` the socket is closed with SLOW_READER_CLOSE_CODE instead of buffering more;
+the client reconnects with `since` and replays what it missed. Frames are never compressed:
+per-socket deflate would be per-socket work (and 100+ KiB of zlib state per socket).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+
+import asyncpg
+import orjson
+from aiohttp import WSCloseCode, WSMsgType, web
+
+from realtime.events import (
+    CONTROL_EVENT,
+    PONG_FRAME,
+    RESET_FRAME,
+    EncodedEvent,
+    encode_frame,
+    user_channel,
+    welcome_frame,
+)
+from realtime.hub import Hub
+from storage import events as store
+
+log = logging.getLogger(__name__)
+
+SLOW_READER_CLOSE_CODE = 4008
+SLOW_READER_REASON = "too slow; reconnect with since"
+
+ChannelLoader = Callable[[], Awaitable[Iterable[str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class RealtimeSettings:
+    heartbeat: float = 30.0
+    """Websocket PING every `heartbeat` s; no PONG within half of it closes the socket."""
+    max_queue_frames: int = 1024
+    max_queue_bytes: int = 1 << 20
+    """Frames waiting for a socket beyond either bound close it (the kernel and asyncio buffers
+    in front of it add at most about 64 KiB)."""
+    replay_limit: int = 1000
+    """More events than this to replay on resume: reset instead."""
+    close_timeout: float = 5.0
+    max_message_bytes: int = 4096
+    """Largest frame a client may send (it only ever sends pings)."""
+
+
+def parse_since(request: web.BaseRequest) -> int | None:
+    """`?since=<id>` or the `Last-Event-ID` header; ValueError when present but not an id."""
+    raw = request.query.get("since") or request.headers.get("Last-Event-ID")
+    if raw is None or raw == "":
+        return None
+    value = int(raw)
+    if value < 0:
+        raise ValueError("since must be a non-negative event id")
+    return value
+
+
+def websocket_response(settings: RealtimeSettings) -> web.WebSocketResponse:
+    return web.WebSocketResponse(
+        heartbeat=settings.heartbeat,
+        compress=False,
+        max_msg_size=settings.max_message_bytes,
+        timeout=settings.close_timeout,
+    )
+
+
+async def serve_realtime(
+    request: web.BaseRequest,
+    *,
+    hub: Hub,
+    pool: asyncpg.Pool,
+    community_id: int,
+    user_id: int,
+    load_channels: ChannelLoader,
+    since: int | None,
+    settings: RealtimeSettings,
+) -> web.WebSocketResponse:
+    """Upgrade `request` and run the socket until it closes; return it from the handler."""
+    ws = websocket_response(settings)
+    await ws.prepare(request)
+    connection = RealtimeConnection(
+        ws,
+        community_id=community_id,
+        user_id=user_id,
+        hub=hub,
+        pool=pool,
+        settings=settings,
+        transport=request.transport,
+    )
+    await connection.run(load_channels, since)
+    return ws
+
+
+class RealtimeConnection:
+    """One prepared websocket and its subscriptions (a `realtime.hub.Subscriber`)."""
+
+    __slots__ = (
+        "_closer",
+        "_closing",
+        "_floor",
+        "_hub",
+        "_pool",
+        "_queue",
+        "_queued_bytes",
+        "_queued_frames",
+        "_settings",
+        "_setup",
+        "_transport",
+        "_writer",
+        "_ws",
+        "channels",
+        "community_id",
+        "user_id",
+    )
+
+    def __init__(
+        self,
+        ws: web.WebSocketResponse,
+        *,
+        community_id: int,
+        user_id: int,
+        hub: Hub,
+        pool: asyncpg.Pool,
+        settings: RealtimeSettings,
+        transport: asyncio.BaseTransport | None = None,
+    ) -> None:
+        self.community_id = community_id
+        self.user_id = user_id
+        self.channels: set[str] = set()
+        self._ws = ws
+        self._hub = hub
+        self._pool = pool
+        self._settings = settings
+        self._transport = transport
+        self._queue: list[bytes] = []
+        self._queued_frames = 0
+        self._queued_bytes = 0
+        self._writer: asyncio.Task[None] | None = None
+        self._closer: asyncio.Task[None] | None = None
+        self._closing = False
+        self._floor = 0  # events with an id <= this were replayed or predate the socket
+        self._setup: list[EncodedEvent] | None = []  # catch-all buffer until live
+
+    async def run(self, load_channels: ChannelLoader, since: int | None) -> None:
+        """Serve the socket until it closes; always detaches from the hub."""
+        try:
+            position = await self._hub.attach(self)
+        except Exception:
+            log.exception("realtime: cannot attach user %s", self.user_id)
+            await self._ws.close(code=WSCloseCode.INTERNAL_ERROR, message=b"unavailable")
+            return
+        try:
+            await self._start(load_channels, since, position)
+            await self._read()
+        except ConnectionError:
+            pass  # the peer went away mid-setup
+        except Exception:
+            log.exception("realtime: socket of user %s failed", self.user_id)
+            self.terminate(WSCloseCode.INTERNAL_ERROR, "internal error")
+        finally:
+            self._hub.detach(self)
+            self._closing = True
+            self._setup = None
+            if self._writer is not None:
+                self._writer.cancel()
+            if self._closer is not None:
+                with contextlib.suppress(Exception):
+                    await self._closer
+            if not self._ws.closed:
+                with contextlib.suppress(Exception):
+                    await self._ws.close()
+
+    # -- setup -----------------------------------------------------------------------------
+
+    async def _start(self, load_channels: ChannelLoader, since: int | None, position: int) -> None:
+        channels = set(await load_channels())
+        channels.add(user_channel(self.user_id))
+        start = position if since is None else max(since, position)
+        await self._ws.send_frame(welcome_frame(self.user_id, start), WSMsgType.TEXT)
+        if since is not None and since != position:
+            await self._resume(channels, since, position)
+        self._floor = start
+        if self._closing:
+            return
+        self._go_live(channels)
+
+    async def _resume(self, channels: set[str], since: int, position: int) -> None:
+        """Replay since < id <= position on `channels`, or send reset."""
+        limit = self._settings.replay_limit
+        async with self._pool.acquire() as conn:
+            if since > position:  # ahead of this process: fine unless ahead of the database
+                if since > await store.last_event_id(conn, self.community_id):
+                    await self._ws.send_frame(RESET_FRAME, WSMsgType.TEXT)
+                return
+            oldest = await store.oldest_event_id(conn, self.community_id)
+            rows = []
+            if oldest is not None and oldest <= since + 1:
+                rows = await store.events_since(
+                    conn, self.community_id, sorted(channels), since, limit + 1, up_to=position
+                )
+        if oldest is None or oldest > since + 1 or len(rows) > limit:
+            await self._ws.send_frame(RESET_FRAME, WSMsgType.TEXT)
+            return
+        # Sent directly, flow-controlled: a long replay waits for the client instead of
+        # overflowing the live queue. Controls in this range are already in `channels`.
+        for event in rows:
+            if event.name != CONTROL_EVENT:
+                await self._ws.send_frame(encode_frame(event), WSMsgType.TEXT)
+
+    def _go_live(self, channels: set[str]) -> None:
+        """Subscribe and replay the setup buffer, in one synchronous step."""
+        self._hub.focus(self, channels)
+        buffered, self._setup = self._setup or [], None
+        for event in buffered:
+            # Controls are applied again in order; each sets a channel's final state, so
+            # re-applying a suffix of them to the loaded channels gives the right result.
+            if event.channel in self.channels:
+                self.deliver(event)
+
+    # -- hub side (synchronous, hot) -------------------------------------------------------
+
+    def deliver(self, event: EncodedEvent) -> None:
+        if self._closing:
+            return
+        setup = self._setup
+        if setup is not None:
+            setup.append(event)
+            if len(setup) > self._settings.max_queue_frames:
+                self.terminate(SLOW_READER_CLOSE_CODE, SLOW_READER_REASON)
+            return
+        if event.id <= self._floor:
+            return
+        if event.name == CONTROL_EVENT:
+            self._apply_control(event)
+            return
+        self._push(event.frame)
+
+    def _apply_control(self, event: EncodedEvent) -> None:
+        subscribe, unsubscribe = event.control()
+        own = user_channel(self.user_id)
+        self._hub.unsubscribe(self, [c for c in unsubscribe if c != own])
+        self._hub.subscribe(self, subscribe)
+
+    def _push(self, frame: bytes) -> None:
+        self._queue.append(frame)
+        self._queued_frames += 1
+        self._queued_bytes += len(frame)
+        settings = self._settings
+        if (
+            self._queued_frames > settings.max_queue_frames
+            or self._queued_bytes > settings.max_queue_bytes
+        ):
+            self.terminate(SLOW_READER_CLOSE_CODE, SLOW_READER_REASON)
+        elif self._writer is None and self._setup is None:
+            self._writer = asyncio.get_running_loop().create_task(self._write())
+
+    def terminate(self, code: int, message: str) -> None:
+        """Close soon with `code` (slow reader, shutdown); drops whatever was queued."""
+        if self._closing:
+            return
+        self._closing = True
+        self._queue = []
+        self._queued_frames = self._queued_bytes = 0
+        self._closer = asyncio.get_running_loop().create_task(self._close(code, message))
+
+    # -- socket side -----------------------------------------------------------------------
+
+    async def _write(self) -> None:
+        ws = self._ws
+        try:
+            while self._queue and not self._closing:
+                frames, self._queue = self._queue, []
+                for frame in frames:
+                    await ws.send_frame(frame, WSMsgType.TEXT)
+                    self._queued_frames -= 1
+                    self._queued_bytes -= len(frame)
+        except ConnectionError:
+            pass  # closing; the read loop ends on its own
+        finally:
+            self._writer = None
+
+    async def _read(self) -> None:
+        async for message in self._ws:
+            if message.type is not WSMsgType.TEXT:
+                continue
+            try:
+                data = orjson.loads(message.data)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(data, dict) and data.get("type") == "ping" and not self._closing:
+                self._push(PONG_FRAME)
+
+    async def _close(self, code: int, message: str) -> None:
+        if self._writer is not None:
+            self._writer.cancel()
+        try:
+            await asyncio.wait_for(
+                self._ws.close(code=code, message=message.encode(), drain=False),
+                self._settings.close_timeout,
+            )
+        except (TimeoutError, ConnectionError):
+            pass
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.close()
+        if isinstance(transport, asyncio.WriteTransport) and transport.get_write_buffer_size():
+            # A reader that stopped reading keeps its unsent bytes; don't keep them for it.
+            asyncio.get_running_loop().call_later(
+                self._settings.close_timeout, transport.abort
+            )

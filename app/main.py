@@ -18,9 +18,11 @@ from app.config import Settings
 from app.middleware import auth_middleware, errors_middleware
 from app.passwords import Passwords
 from app.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
-from app.resources import COMMUNITIES, LIMITER, PASSWORDS, POOL, REDIS, SETTINGS
+from app.resources import BLOBS, COMMUNITIES, HUB, LIMITER, PASSWORDS, POOL, REDIS, SETTINGS
 from app.routes import add_routes
 from app.tenancy import CommunityResolver
+from realtime.hub import Hub, HubSettings, LocalHub, RedisHub
+from storage.blobs import open_blob_store
 from storage.db import QueryObserver, create_pool
 
 log = logging.getLogger("commons")
@@ -81,8 +83,31 @@ def create_app(
         if client is not None:
             await client.aclose()
 
+    async def hub(app: web.Application) -> AsyncIterator[None]:
+        # Committed events out to the websockets: through Redis between processes, else local.
+        realtime: Hub
+        if settings.redis_url:
+            realtime = RedisHub(
+                app[POOL], settings.redis_url,
+                HubSettings(channel_prefix=f"{settings.redis_prefix}:rt:"),
+            )
+        else:
+            realtime = LocalHub(app[POOL])
+        await realtime.start()
+        app[HUB] = realtime
+        yield
+        await realtime.close()
+
+    async def blobs(app: web.Application) -> AsyncIterator[None]:
+        # attachment bytes: S3 when settings.s3 is set, else files under <data_dir>/blobs
+        async with open_blob_store(settings.s3, settings.data_dir) as store:
+            app[BLOBS] = store
+            yield
+
     app.cleanup_ctx.append(database)
     app.cleanup_ctx.append(redis)
+    app.cleanup_ctx.append(blobs)
+    app.cleanup_ctx.append(hub)
     add_routes(app)
     app.router.add_static("/assets/", STATIC_DIR, append_version=False)
     return app

@@ -10,6 +10,8 @@ from app.config import Settings
 from app.passwords import Passwords
 from app.ratelimit import RateLimiter
 from app.tenancy import CommunityResolver
+from realtime.hub import Hub
+from storage.blobs import BlobStore
 
 SETTINGS = web.AppKey("settings", Settings)
 POOL = web.AppKey("pool", asyncpg.Pool)
@@ -17,10 +19,21 @@ REDIS = web.AppKey("redis", Redis)
 PASSWORDS = web.AppKey("passwords", Passwords)
 LIMITER = web.AppKey("limiter", RateLimiter)
 COMMUNITIES = web.AppKey("communities", CommunityResolver)
+HUB = web.AppKey("hub", Hub)
+# a Protocol: annotated, since AppKey(name, t) wants a concrete class
+BLOBS: web.AppKey[BlobStore] = web.AppKey("blobs")
 
 
 def pool_of(request: web.Request) -> asyncpg.Pool:
     return request.app[POOL]
+
+
+def hub_of(request: web.Request) -> Hub:
+    return request.app[HUB]
+
+
+def blobs_of(request: web.Request) -> BlobStore:
+    return request.app[BLOBS]
 
 
 def settings_of(request: web.Request) -> Settings:

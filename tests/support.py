@@ -7,6 +7,7 @@ Tests read as examples of the API: `resp = await alice.get("/api/users")`, then 
 from __future__ import annotations
 
 import base64
+import json
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,9 @@ from app.actions.communities import create_community
 from app.actions.users import UserFields, create_user
 from app.context import Viewer
 from app.passwords import Passwords
+from storage import users as user_storage
 from storage.communities import Community
+from storage.db import transaction
 
 PASSWORD = "correct horse battery"
 _counter = itertools.count(1)
@@ -30,6 +33,7 @@ class Response:
     json: Any
     headers: Any
     text: str
+    raw: bytes = b""
 
 
 @dataclass
@@ -59,11 +63,12 @@ class Api:
     async def request(self, method: str, path: str, **kwargs: Any) -> Response:
         headers = self._headers(kwargs.pop("headers", None))
         async with self.client.request(method, path, headers=headers, **kwargs) as resp:
-            text = await resp.text()
+            raw = await resp.read()
+            text = raw.decode("utf-8", errors="replace")
             body: Any = None
-            if resp.content_type == "application/json" and text:
-                body = await resp.json()
-            return Response(resp.status, body, resp.headers, text)
+            if resp.content_type == "application/json" and raw:
+                body = json.loads(raw)
+            return Response(resp.status, body, resp.headers, text, raw)
 
     async def get(self, path: str, **kwargs: Any) -> Response:
         return await self.request("GET", path, **kwargs)
@@ -128,3 +133,42 @@ class World:
         )
         api = Api(self.client, admin.community.domain, email, PASSWORD)
         return Member(row["id"], email, row["username"], admin.community, api, row)
+
+    async def group(
+        self, owner: Member, name: str | None = None, *, members: tuple[Member, ...] = (),
+        admins: tuple[Member, ...] = (), **params: Any,
+    ) -> dict[str, Any]:
+        """A group made by `owner` (its admin) through POST /api/groups, with `params` as
+        group[...] (e.g. permission_mode="private", allow_access_request=True, chat=True), then
+        `members` and `admins` added by the owner. Returns the group JSON as `owner` sees it."""
+        name = name or f"Group {next(_counter)}"
+        resp = await owner.api.post("/api/groups", json={"group": {"name": name, **params}})
+        assert resp.status == 201, resp.text
+        group: dict[str, Any] = resp.json["group"]
+        entries = [{"user_id": m.id, "role": "member"} for m in members]
+        entries += [{"user_id": m.id, "role": "admin"} for m in admins]
+        if entries:
+            added = await owner.api.post(
+                f"/api/groups/{group['id']}/memberships/add_members",
+                json={"group_memberships": entries},
+            )
+            assert added.status == 201, added.text
+            group = (await owner.api.get(f"/api/groups/{group['id']}")).json["group"]
+        return group
+
+    async def many_users(self, admin: Member, count: int, **fields: Any) -> list[Member]:
+        """`count` members at once (one transaction, one password hash), for list tests."""
+        password_hash = await self.passwords.hash(PASSWORD)
+        out: list[Member] = []
+        async with transaction(self.pool) as conn:
+            for _ in range(count):
+                n = next(_counter)
+                email = f"user{n}@{admin.community.domain}"
+                row = await user_storage.insert(
+                    conn, admin.community.id, email=email, username=f"user{n}",
+                    first_name="User", last_name=f"Number{n}", password_hash=password_hash,
+                    **fields,
+                )
+                api = Api(self.client, admin.community.domain, email, PASSWORD)
+                out.append(Member(row["id"], email, row["username"], admin.community, api, row))
+        return out

@@ -1,0 +1,231 @@
+"""Remarks: posting into a conversation, and rendering activities in a fixed number of queries.
+
+POST /api/conversations/:id/remarks runs as design.md "One request, end to end" says: one
+transaction (access with the conversation locked, the remark, its attachments, unread counters,
+the event appended last), then after commit the event is published. The activity is rendered
+once, inside the transaction, and that same JSON is the event data and the response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from app.access import access_conversation
+from app.actions import attachments as attachment_actions
+from app.actions.messages import Limits, load_feed
+from app.context import Viewer
+from app.errors import Invalid
+from app.markup.entities import extract_mentions
+from app.markup.html import MentionTarget, render_html
+from app.params import UploadedFile
+from app.render.activities import activity
+from app.render.attachments import attachment as render_attachment
+from app.render.messages import is_shareable, message
+from app.urls import user_tooltip_url, user_url
+from realtime.events import Event, NewEvent
+from realtime.hub import Hub
+from storage import activities, conversations, messages
+from storage import attachments as attachment_store
+from storage import events as event_store
+from storage.blobs import BlobStore
+from storage.db import Conn, transaction
+
+# attachments.subject_type of a remark's attachments
+REMARK_SUBJECT = "remark"
+# a shared message shows no comments and no likes
+SHARED_LIMITS = Limits(comments=0, likes=0, comment_likes=0)
+MAX_TEXT = 20_000
+
+
+def conversation_channel(conversation_id: int) -> str:
+    return f"conversation:{conversation_id}"
+
+
+@dataclass
+class Remark:
+    """A validated remark; `files` are uploads to store before the transaction."""
+
+    text: str = ""
+    attachment_ids: list[int] = field(default_factory=list)
+    files: list[UploadedFile] = field(default_factory=list)
+    longitude: float | None = None
+    latitude: float | None = None
+    shared_message_id: int | None = None
+    client_provided_guid: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.text.strip() and not self.attachment_ids and not self.files
+
+
+def check_remark(remark: Remark, param: str = "remark") -> None:
+    if remark.empty:
+        raise Invalid(
+            "A remark needs text, attachments or both",
+            fields={f"{param}[text]": ["can't be blank"]},
+        )
+    if len(remark.text) > MAX_TEXT:
+        raise Invalid.field(f"{param}[text]", f"is too long (maximum is {MAX_TEXT} characters)")
+    if (remark.longitude is None) != (remark.latitude is None):
+        raise Invalid.field(f"{param}[location]", "needs both longitude and latitude")
+
+
+async def render_activities(
+    conn: asyncpg.Connection | asyncpg.Pool,
+    viewer: Viewer,
+    rows: Sequence[asyncpg.Record],
+    base: str,
+) -> list[dict[str, Any]]:
+    """Activities with their attachments and shared messages: the same queries for any page."""
+    attached = await attachment_store.for_subjects(
+        conn, REMARK_SUBJECT, [r["id"] for r in rows if r["verb"] == "post"]
+    )
+    shared_ids = [r["shared_message_id"] for r in rows if r["shared_message_id"] is not None]
+    shared = await shared_messages(conn, viewer, shared_ids, base)
+    return [
+        activity(
+            r, base,
+            attachments=[render_attachment(a, base) for a in attached.get(r["id"], ())],
+            shared_message=shared.get(r["shared_message_id"]),
+        )
+        for r in rows
+    ]
+
+
+async def shared_messages(
+    conn: asyncpg.Connection | asyncpg.Pool, viewer: Viewer, ids: Sequence[int], base: str
+) -> dict[int, dict[str, Any]]:
+    """The shared messages the viewer may read, rendered without likes, comments and
+    shared_message, by id (one they may not read is left out: null)."""
+    if not ids:
+        return {}
+    rows = await messages.readable_by_ids(
+        conn, viewer.community_id, viewer.id, viewer.is_external, list(dict.fromkeys(ids))
+    )
+    data = await load_feed(conn, viewer, rows, base, SHARED_LIMITS)
+    return {r["id"]: message(r, data, shared=True) for r in rows}
+
+
+async def body_html(conn: Conn, viewer: Viewer, base: str, text: str) -> str:
+    """The html of a remark or chat message: Markdown, with `@username` mentions of the
+    community's users made links (one query, only when the text mentions someone)."""
+    if not text:
+        return ""
+    targets: dict[str, MentionTarget] = {}
+    names = extract_mentions(text)
+    if names:
+        for u in await messages.mentionable_users(conn, viewer.community_id, names):
+            targets[u["username"].lower()] = MentionTarget(
+                "user", u["id"], u["username"], user_url(base, u["id"], u["username"]),
+                user_tooltip_url("", u["id"], u["username"]),
+            )
+    return render_html(text, base_url=base, mentions=targets)
+
+
+async def check_shareable(conn: asyncpg.Connection, viewer: Viewer, message_id: int) -> None:
+    """A message the viewer may read and whose `shareable` is true; otherwise a 422 (the same
+    for a message they may not read, so nothing leaks)."""
+    row = await messages.by_id(conn, viewer.community_id, viewer.id, viewer.is_external,
+                               message_id)
+    if row is None or not row["readable"] or not is_shareable(row):
+        raise Invalid.field("remark[shared_message_id]", "is not a message you can share")
+
+
+@dataclass(frozen=True)
+class Uploads:
+    """Where remark[attachments][] files go: the blob store and the size limit."""
+
+    blobs: BlobStore
+    max_bytes: int
+
+
+async def store_uploads(
+    pool: asyncpg.Pool, uploads: Uploads | None, viewer: Viewer, files: Sequence[UploadedFile]
+) -> list[int]:
+    """Store uploaded files as (unclaimed) attachments before the transaction, which claims
+    them; the files of a request that fails later stay unclaimed drafts of their uploader."""
+    if not files:
+        return []
+    if uploads is None:
+        raise Invalid.field("remark[attachments]", "can't be uploaded here")
+    ids: list[int] = []
+    for upload in files:
+        row = await attachment_actions.store_file(
+            pool, uploads.blobs, viewer, upload, max_bytes=uploads.max_bytes
+        )
+        ids.append(int(row["id"]))
+    return ids
+
+
+async def post_in_transaction(
+    conn: asyncpg.Connection,
+    viewer: Viewer,
+    conversation: asyncpg.Record,
+    remark: Remark,
+    base: str,
+) -> tuple[dict[str, Any], list[NewEvent], bool]:
+    """Post `remark` into the (locked) conversation: (activity JSON, events, created).
+
+    A remark whose client_provided_guid this author already used in this conversation is not
+    posted again: the first one is returned, with no event, and created=False.
+    """
+    cid = conversation["id"]
+    guid = remark.client_provided_guid
+    if guid:
+        existing = await activities.by_guid(conn, cid, viewer.id, guid)
+        if existing is not None:
+            return (await render_activities(conn, viewer, [existing], base))[0], [], False
+    if remark.shared_message_id is not None:
+        await check_shareable(conn, viewer, remark.shared_message_id)
+    text = remark.text.strip()
+    html = await body_html(conn, viewer, base, text)
+    activity_id = await activities.insert(
+        conn, viewer.community_id, cid, viewer.id, "post",
+        text=text, html=html, longitude=remark.longitude, latitude=remark.latitude,
+        client_provided_guid=guid, shared_message_id=remark.shared_message_id,
+    )
+    if activity_id is None:  # the same guid, committed meanwhile by a concurrent retry
+        assert guid is not None
+        existing = await activities.by_guid(conn, cid, viewer.id, guid)
+        assert existing is not None
+        return (await render_activities(conn, viewer, [existing], base))[0], [], False
+    if remark.attachment_ids:
+        await attachment_actions.claim_attachments(
+            conn, viewer, remark.attachment_ids, REMARK_SUBJECT, activity_id
+        )
+    row = await activities.by_id(conn, cid, activity_id)
+    assert row is not None
+    await conversations.record_activity(conn, cid, row)
+    rendered = (await render_activities(conn, viewer, [row], base))[0]
+    event = NewEvent(conversation_channel(cid), "remark.created", rendered)
+    return rendered, [event], True
+
+
+async def post_remark(
+    pool: asyncpg.Pool,
+    hub: Hub,
+    viewer: Viewer,
+    conversation_id: int,
+    remark: Remark,
+    base: str,
+    uploads: Uploads | None = None,
+) -> tuple[dict[str, Any], bool]:
+    """POST /api/conversations/:id/remarks: (the Activity JSON, whether it was created now)."""
+    check_remark(remark)
+    if remark.files:  # no files stored for someone who may not post here
+        await access_conversation(pool, viewer, conversation_id)
+    uploaded = await store_uploads(pool, uploads, viewer, remark.files)
+    remark.attachment_ids = [*remark.attachment_ids, *uploaded]
+    published: list[Event] = []
+    async with transaction(pool) as conn:
+        conversation = await access_conversation(conn, viewer, conversation_id, lock=True)
+        rendered, events, created = await post_in_transaction(
+            conn, viewer, conversation, remark, base
+        )
+        published = await event_store.append_events(conn, viewer.community_id, events)
+    await hub.publish(published)
+    return rendered, created

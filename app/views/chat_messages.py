@@ -1,0 +1,77 @@
+"""Group chat: POST/GET/PATCH /api/groups/:group_id/chat_messages."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.actions import chat_messages as actions
+from app.context import community_of, viewer_of
+from app.errors import BadRequest
+from app.params import IdList, page_of, param_id, parse, path_id, read_params
+from app.resources import hub_of, pool_of
+from app.responses import created, json_response, no_content
+
+LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+
+
+class ChatMessageParams(BaseModel):
+    model_config = LOOSE
+    body: str | None = None
+    attachment_ids: IdList = Field(default_factory=list)
+
+
+class ChatMessageBody(BaseModel):
+    model_config = LOOSE
+    chat_message: ChatMessageParams = Field(default_factory=ChatMessageParams)
+
+
+class ChatListQuery(BaseModel):
+    model_config = LOOSE
+    before: int | None = None
+    since: int | None = None
+    page: int | None = None
+    per_page: int | None = None
+
+
+def _since(raw: object) -> datetime | None:
+    """`since`: Unix epoch seconds (as everywhere in the API)."""
+    if raw is None or raw == "":
+        return None
+    try:
+        return datetime.fromtimestamp(int(str(raw).strip()), tz=UTC)
+    except (ValueError, OverflowError, OSError):
+        raise BadRequest("since must be a Unix timestamp in seconds") from None
+
+
+async def create_chat_message(request: web.Request) -> web.Response:
+    group_id = path_id(request, "group_id")
+    body = await parse(request, ChatMessageBody)
+    rendered = await actions.post_chat_message(
+        pool_of(request), hub_of(request), viewer_of(request), group_id,
+        body.chat_message.body, body.chat_message.attachment_ids,
+        community_of(request).base_url,
+    )
+    return created({"chat_message": rendered})
+
+
+async def list_chat_messages(request: web.Request) -> web.Response:
+    """Newest first, paged; `before=<id>` only older messages, `since=<epoch>` only newer."""
+    group_id = path_id(request, "group_id")
+    params = await read_params(request)
+    page = page_of(params)
+    rendered = await actions.list_chat_messages(
+        pool_of(request), viewer_of(request), group_id, community_of(request).base_url,
+        before_id=param_id(params, "before"), since=_since(params.get("since")),
+        offset=page.offset, limit=page.limit,
+    )
+    return json_response({"chat_messages": rendered})
+
+
+async def mark_chat_read(request: web.Request) -> web.Response:
+    """No parameters: the chat is read up to now."""
+    await actions.mark_chat_read(pool_of(request), viewer_of(request),
+                                 path_id(request, "group_id"))
+    return no_content()

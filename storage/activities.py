@@ -1,0 +1,90 @@
+"""Conversation activities: remarks (verb post) and membership/name changes (join, leave,
+update). Every read returns the activity columns plus its actor's (prefixed `actor_`), so one
+renderer serves every list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import asyncpg
+
+from storage.db import Conn
+
+COLUMNS = """
+a.id, a.community_id, a.conversation_id, a.actor_id, a.verb, a.text, a.html, a.longitude,
+a.latitude, a.client_provided_guid, a.shared_message_id, a.created_at,
+u.first_name AS actor_first_name, u.last_name AS actor_last_name,
+u.username AS actor_username, u.avatar_id AS actor_avatar_id, u.state AS actor_state
+"""
+
+_FROM = "FROM conversation_activities a JOIN users u ON u.id = a.actor_id"
+
+# created_at is the insert time (not the transaction's start), so that activities written
+# one after another under the conversation's lock are also in time order.
+INSERT = """
+INSERT INTO conversation_activities AS a (community_id, conversation_id, actor_id, verb, text,
+    html, longitude, latitude, client_provided_guid, shared_message_id, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, clock_timestamp())
+ON CONFLICT (conversation_id, actor_id, client_provided_guid)
+    WHERE client_provided_guid IS NOT NULL DO NOTHING
+RETURNING a.id
+"""
+
+BY_ID = f"SELECT {COLUMNS} {_FROM} WHERE a.conversation_id = $1 AND a.id = $2"
+BY_IDS = f"SELECT {COLUMNS} {_FROM} WHERE a.id = ANY($1::bigint[])"
+BY_GUID = f"""
+SELECT {COLUMNS} {_FROM}
+WHERE a.conversation_id = $1 AND a.actor_id = $2 AND a.client_provided_guid = $3
+"""
+# newest first
+PAGE = f"""
+SELECT {COLUMNS} {_FROM}
+WHERE a.conversation_id = $1
+ORDER BY a.id DESC
+OFFSET $2 LIMIT $3
+"""
+
+
+async def insert(
+    conn: asyncpg.Connection,
+    community_id: int,
+    conversation_id: int,
+    actor_id: int,
+    verb: str,
+    *,
+    text: str | None = None,
+    html: str | None = None,
+    longitude: float | None = None,
+    latitude: float | None = None,
+    client_provided_guid: str | None = None,
+    shared_message_id: int | None = None,
+) -> int | None:
+    """The new activity's id; None when the author already posted this guid here."""
+    value = await conn.fetchval(
+        INSERT, community_id, conversation_id, actor_id, verb, text, html, longitude, latitude,
+        client_provided_guid, shared_message_id,
+    )
+    return int(value) if value is not None else None
+
+
+async def by_id(conn: Conn, conversation_id: int, activity_id: int) -> asyncpg.Record | None:
+    return await conn.fetchrow(BY_ID, conversation_id, activity_id)
+
+
+async def by_ids(conn: Conn, ids: Sequence[int]) -> dict[int, asyncpg.Record]:
+    if not ids:
+        return {}
+    return {r["id"]: r for r in await conn.fetch(BY_IDS, list(ids))}
+
+
+async def by_guid(
+    conn: Conn, conversation_id: int, actor_id: int, guid: str
+) -> asyncpg.Record | None:
+    return await conn.fetchrow(BY_GUID, conversation_id, actor_id, guid)
+
+
+async def page(
+    conn: Conn, conversation_id: int, offset: int, limit: int
+) -> list[asyncpg.Record]:
+    return await conn.fetch(PAGE, conversation_id, offset, limit)

@@ -1,0 +1,259 @@
+"""Conversations and their members: membership, member-set keys, read and hidden state.
+
+A member is a conversation_members row with `left_at IS NULL`; every query here filters on it.
+Rows returned for a viewer (`MEMBER_VIEW`) carry the conversation columns plus the viewer's own
+read state (unread_count, hidden, last_read_activity_id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import asyncpg
+
+from storage.db import Conn
+from storage.users import BASIC
+
+_CONVERSATION = """
+c.id, c.community_id, c.name, c.private, c.member_set_key, c.creator_id,
+c.latest_activity_id, c.last_activity_at, c.created_at, c.updated_at
+"""
+
+MEMBER_VIEW = (
+    _CONVERSATION
+    + ", m.unread_count, m.hidden, m.last_read_activity_id, m.joined_at"
+)
+
+# $1 community, $2 conversation, $3 viewer
+FOR_MEMBER = f"""
+SELECT {MEMBER_VIEW}
+FROM conversations c
+JOIN conversation_members m ON m.conversation_id = c.id AND m.user_id = $3 AND m.left_at IS NULL
+WHERE c.community_id = $1 AND c.id = $2
+"""
+FOR_MEMBER_LOCKED = FOR_MEMBER + " FOR UPDATE OF c"
+
+BY_ID = f"SELECT {_CONVERSATION} FROM conversations c WHERE c.community_id = $1 AND c.id = $2"
+
+BY_MEMBER_SET_KEY = f"""
+SELECT {_CONVERSATION} FROM conversations c WHERE c.community_id = $1 AND c.member_set_key = $2
+"""
+
+INSERT = f"""
+INSERT INTO conversations AS c (community_id, name, private, member_set_key, creator_id)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (community_id, member_set_key) WHERE member_set_key IS NOT NULL DO NOTHING
+RETURNING {_CONVERSATION}
+"""
+
+# Adds new members and brings back those who had left (their read state starts at the
+# conversation's latest activity: what was said before they came back is not "unread").
+ADD_MEMBERS = """
+INSERT INTO conversation_members AS m (conversation_id, user_id, community_id,
+                                       last_read_activity_id)
+SELECT $2, u, $1, coalesce((SELECT latest_activity_id FROM conversations WHERE id = $2), 0)
+FROM unnest($3::bigint[]) AS u
+ON CONFLICT (conversation_id, user_id) DO UPDATE
+    SET left_at = NULL, joined_at = now(), hidden = false, unread_count = 0,
+        last_read_activity_id = EXCLUDED.last_read_activity_id
+    WHERE m.left_at IS NOT NULL
+RETURNING m.user_id
+"""
+
+REMOVE_MEMBER = """
+UPDATE conversation_members SET left_at = now(), unread_count = 0
+WHERE conversation_id = $1 AND user_id = $2 AND left_at IS NULL
+"""
+
+MEMBER_IDS = """
+SELECT user_id FROM conversation_members
+WHERE conversation_id = $1 AND left_at IS NULL ORDER BY user_id
+"""
+
+# Set the member-set key, unless another conversation of the community holds it already.
+SET_MEMBER_SET_KEY = """
+UPDATE conversations c SET member_set_key = CASE
+    WHEN EXISTS (SELECT 1 FROM conversations o
+                 WHERE o.community_id = c.community_id AND o.member_set_key = $2 AND o.id <> c.id)
+    THEN NULL ELSE $2 END,
+    updated_at = now()
+WHERE c.id = $1
+"""
+
+RENAME = "UPDATE conversations SET name = $2, updated_at = now() WHERE id = $1"
+
+# The viewer's conversations, latest activity first. $1 community, $2 viewer,
+# $3 only unread, $4 hidden ones (true) or visible ones (false), $5 offset, $6 limit.
+LIST_FOR_USER = f"""
+SELECT {MEMBER_VIEW}
+FROM conversation_members m JOIN conversations c ON c.id = m.conversation_id
+WHERE m.user_id = $2 AND m.left_at IS NULL AND c.community_id = $1
+  AND (NOT $3::boolean OR m.unread_count > 0)
+  AND m.hidden = $4::boolean
+ORDER BY c.last_activity_at DESC, c.id DESC
+OFFSET $5 LIMIT $6
+"""
+
+# Current members of many conversations, in joining order.
+MEMBERS_OF = f"""
+SELECT m.conversation_id, {BASIC}
+FROM conversation_members m JOIN users u ON u.id = m.user_id
+WHERE m.conversation_id = ANY($1::bigint[]) AND m.left_at IS NULL
+ORDER BY m.conversation_id, m.joined_at, u.id
+"""
+
+LIST_MEMBERS = f"""
+SELECT {BASIC}
+FROM conversation_members m JOIN users u ON u.id = m.user_id
+WHERE m.conversation_id = $1 AND m.left_at IS NULL
+ORDER BY m.joined_at, u.id
+OFFSET $2 LIMIT $3
+"""
+
+# A new activity: order the lists, count it unread for the other members (unhiding it for
+# those who hid it) when it is a remark, and mark it read for its author.
+TOUCH = """
+UPDATE conversations SET latest_activity_id = greatest(coalesce(latest_activity_id, 0), $2),
+    last_activity_at = greatest(last_activity_at, $3)
+WHERE id = $1
+"""
+COUNT_UNREAD = """
+UPDATE conversation_members SET unread_count = unread_count + 1, hidden = false
+WHERE conversation_id = $1 AND user_id <> $2 AND left_at IS NULL
+"""
+READ_OWN = """
+UPDATE conversation_members SET unread_count = 0, last_read_activity_id = $3, hidden = false
+WHERE conversation_id = $1 AND user_id = $2 AND left_at IS NULL
+"""
+
+ACKNOWLEDGE = """
+UPDATE conversation_members m SET unread_count = 0,
+    last_read_activity_id = greatest(m.last_read_activity_id,
+                                     coalesce(c.latest_activity_id, 0))
+FROM conversations c
+WHERE c.id = m.conversation_id AND m.conversation_id = $1 AND m.user_id = $2
+  AND m.left_at IS NULL
+"""
+ACKNOWLEDGE_ALL = """
+UPDATE conversation_members m SET unread_count = 0,
+    last_read_activity_id = greatest(m.last_read_activity_id,
+                                     coalesce(c.latest_activity_id, 0))
+FROM conversations c
+WHERE c.id = m.conversation_id AND m.user_id = $2 AND m.left_at IS NULL
+  AND m.community_id = $1 AND m.unread_count > 0
+"""
+
+SET_HIDDEN = """
+UPDATE conversation_members SET hidden = $3
+WHERE conversation_id = $1 AND user_id = $2 AND left_at IS NULL
+"""
+
+
+def member_set_key(private: bool, user_ids: Sequence[int]) -> str:
+    """`p:3,9` for a one-to-one conversation, `s:3,9,12` for a shared one."""
+    return ("p:" if private else "s:") + ",".join(str(i) for i in sorted(set(user_ids)))
+
+
+async def for_member(
+    conn: Conn, community_id: int, conversation_id: int, user_id: int, *, lock: bool = False
+) -> asyncpg.Record | None:
+    """The conversation with `user_id`'s read state, when they are a current member."""
+    sql = FOR_MEMBER_LOCKED if lock else FOR_MEMBER
+    return await conn.fetchrow(sql, community_id, conversation_id, user_id)
+
+
+async def by_id(conn: Conn, community_id: int, conversation_id: int) -> asyncpg.Record | None:
+    """The conversation whoever asks (no membership check: for the actions' own use)."""
+    return await conn.fetchrow(BY_ID, community_id, conversation_id)
+
+
+async def by_member_set_key(conn: Conn, community_id: int, key: str) -> asyncpg.Record | None:
+    return await conn.fetchrow(BY_MEMBER_SET_KEY, community_id, key)
+
+
+async def insert(
+    conn: asyncpg.Connection, community_id: int, *, name: str | None, private: bool,
+    key: str, creator_id: int,
+) -> asyncpg.Record | None:
+    """A new conversation; None when a concurrent request created one with the same key."""
+    return await conn.fetchrow(INSERT, community_id, name, private, key, creator_id)
+
+
+async def add_members(
+    conn: asyncpg.Connection, community_id: int, conversation_id: int, user_ids: Sequence[int]
+) -> list[int]:
+    """Add (or bring back) users; returns the ids that were not current members before."""
+    rows = await conn.fetch(ADD_MEMBERS, community_id, conversation_id, list(user_ids))
+    return [r["user_id"] for r in rows]
+
+
+async def remove_member(conn: asyncpg.Connection, conversation_id: int, user_id: int) -> bool:
+    status = await conn.execute(REMOVE_MEMBER, conversation_id, user_id)
+    return bool(status.endswith(" 1"))
+
+
+async def member_ids(conn: Conn, conversation_id: int) -> list[int]:
+    return [r["user_id"] for r in await conn.fetch(MEMBER_IDS, conversation_id)]
+
+
+async def set_member_set_key(
+    conn: asyncpg.Connection, conversation_id: int, key: str | None
+) -> None:
+    """Set the key (None: not reusable), unless another conversation holds it already."""
+    await conn.execute(SET_MEMBER_SET_KEY, conversation_id, key)
+
+
+async def rename(conn: asyncpg.Connection, conversation_id: int, name: str | None) -> None:
+    await conn.execute(RENAME, conversation_id, name)
+
+
+async def list_for_user(
+    conn: Conn, community_id: int, user_id: int, *, unread_only: bool, hidden: bool,
+    offset: int, limit: int,
+) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        LIST_FOR_USER, community_id, user_id, unread_only, hidden, offset, limit
+    )
+
+
+async def members_of(
+    conn: Conn, conversation_ids: Sequence[int]
+) -> dict[int, list[asyncpg.Record]]:
+    """Current members (BASIC user rows) of each conversation, in one query."""
+    out: dict[int, list[asyncpg.Record]] = {cid: [] for cid in conversation_ids}
+    if not conversation_ids:
+        return out
+    for row in await conn.fetch(MEMBERS_OF, list(conversation_ids)):
+        out[row["conversation_id"]].append(row)
+    return out
+
+
+async def list_members(
+    conn: Conn, conversation_id: int, offset: int, limit: int
+) -> list[asyncpg.Record]:
+    return await conn.fetch(LIST_MEMBERS, conversation_id, offset, limit)
+
+
+async def record_activity(
+    conn: asyncpg.Connection, conversation_id: int, activity: asyncpg.Record
+) -> None:
+    """Bookkeeping after inserting `activity` (an activities row)."""
+    await conn.execute(TOUCH, conversation_id, activity["id"], activity["created_at"])
+    if activity["verb"] == "post":
+        await conn.execute(COUNT_UNREAD, conversation_id, activity["actor_id"])
+        await conn.execute(READ_OWN, conversation_id, activity["actor_id"], activity["id"])
+
+
+async def acknowledge(conn: asyncpg.Connection, conversation_id: int, user_id: int) -> None:
+    await conn.execute(ACKNOWLEDGE, conversation_id, user_id)
+
+
+async def acknowledge_all(conn: asyncpg.Connection, community_id: int, user_id: int) -> int:
+    status = await conn.execute(ACKNOWLEDGE_ALL, community_id, user_id)
+    return int(status.rsplit(" ", 1)[-1])
+
+
+async def set_hidden(
+    conn: asyncpg.Connection, conversation_id: int, user_id: int, hidden: bool
+) -> None:
+    await conn.execute(SET_HIDDEN, conversation_id, user_id, hidden)

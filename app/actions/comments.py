@@ -1,0 +1,224 @@
+"""Comments: adding (bumps the thread in every stream), editing (its author only), deleting
+(its author, an admin of the message's group, or a community admin), and reading a thread in a
+fixed number of queries.
+
+Commenting needs to read the message; nothing is written in an archived group (403). A
+comment's @mentions become recipients of the thread and its #tags topics of the thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from app.access import access_comment, access_message, may_comment, may_delete_comment
+from app.actions import feed_hooks
+from app.actions.after_commit import AfterCommit
+from app.actions.attachments import claim_attachments, delete_blobs
+from app.actions.messages import attachments_of, process_body
+from app.context import Viewer
+from app.errors import Forbidden, Invalid, NotFound
+from app.render.comments import comment
+from app.render.feed import FeedData
+from app.render.groups_short import recipient_group
+from app.render.messages import tag
+from app.render.users import recipient_user
+from storage import attachments as attachment_storage
+from storage import comments as comment_storage
+from storage import likes as like_storage
+from storage import messages as message_storage
+from storage import topics as topic_storage
+from storage import users as user_storage
+from storage.blobs import BlobStore
+from storage.db import Conn, transaction
+
+MAX_TEXT = 50_000
+
+
+async def load_comments(
+    conn: Conn,
+    viewer: Viewer,
+    rows: Sequence[asyncpg.Record],
+    base: str,
+    likes_per_comment: int,
+) -> FeedData:
+    """What comments of one thread show: their likes, users, links and attachments (4 queries
+    whatever their number)."""
+    data = FeedData(base, viewer)
+    if not rows:
+        return data
+    ids = [c["id"] for c in rows]
+    likes = await like_storage.top(
+        conn, viewer.id, [], ids, per_message=0, per_comment=likes_per_comment
+    )
+    user_ids = {c["user_id"] for c in rows} | {lk["user_id"] for lk in likes}
+    users = await user_storage.by_ids(conn, viewer.community_id, list(user_ids))
+    resource_ids = {i for c in rows for i in c["external_resource_ids"] or ()}
+    resources = await message_storage.resources(conn, viewer.community_id, list(resource_ids))
+    files, media = await attachments_of(conn, base, "comment", ids)
+    data.users = {u["id"]: u for u in users}
+    data.resources = {r["id"]: r for r in resources}
+    data.attachments, data.media_files = files, media
+    top: dict[tuple[int, int | None], list[asyncpg.Record]] = {}
+    for lk in likes:
+        top.setdefault((lk["message_id"], lk["comment_id"]), []).append(lk)
+    data.likes = top
+    return data
+
+
+async def render_comments(
+    conn: Conn,
+    viewer: Viewer,
+    message: asyncpg.Record,
+    rows: Sequence[asyncpg.Record],
+    base: str,
+    likes_per_comment: int = 100,
+) -> list[dict[str, Any]]:
+    data = await load_comments(conn, viewer, rows, base, likes_per_comment)
+    return [comment(c, message, data) for c in rows]
+
+
+async def list_comments(
+    conn: Conn, viewer: Viewer, base: str, message_id: int, offset: int, limit: int,
+    likes_per_comment: int = 100,
+) -> list[dict[str, Any]]:
+    """A page of a thread's comments, oldest first."""
+    message = await access_message(conn, viewer, message_id)
+    rows = await comment_storage.of_message(conn, message_id, offset, limit)
+    return await render_comments(conn, viewer, message, rows, base, likes_per_comment)
+
+
+async def render_comment(
+    conn: Conn, viewer: Viewer, base: str, message_id: int, comment_id: int
+) -> dict[str, Any]:
+    message, row = await access_comment(conn, viewer, message_id, comment_id)
+    return (await render_comments(conn, viewer, message, [row], base))[0]
+
+
+async def thread_recipients_and_tags(
+    conn: Conn, viewer: Viewer, base: str, message_id: int
+) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """Everyone @mentioned or addressed in the thread (message and comments), and every tag
+    used in it: the extra keys of the comment create response."""
+    rows = await message_storage.thread_recipients(conn, message_id)
+    user_ids = [r["user_id"] for r in rows if r["user_id"] is not None]
+    group_ids = [r["group_id"] for r in rows if r["group_id"] is not None]
+    users = {u["id"]: u for u in await user_storage.by_ids(conn, viewer.community_id, user_ids)}
+    groups = {g["id"]: g for g in await message_storage.groups(
+        conn, viewer.community_id, viewer.id, viewer.is_external, group_ids)}
+    recipients: list[dict[str, Any]] = []
+    for r in rows:
+        if r["user_id"] is not None and r["user_id"] in users:
+            recipients.append(recipient_user(users[r["user_id"]], base))
+        elif r["group_id"] in groups and groups[r["group_id"]]["listed"]:
+            recipients.append(recipient_group(groups[r["group_id"]], base))
+    tags = [tag(name, base) for name in await topic_storage.of_thread(conn, message_id)]
+    return recipients, tags
+
+
+def _text(text: str | None, has_attachments: bool) -> str:
+    value = text or ""
+    if not value.strip() and not has_attachments:
+        raise Invalid.field("comment[text]", "can't be blank")
+    if len(value) > MAX_TEXT:
+        raise Invalid.field("comment[text]", f"is too long (maximum is {MAX_TEXT} characters)")
+    return value
+
+
+@dataclass(frozen=True)
+class NewComment:
+    text: str | None
+    attachment_ids: Sequence[int] = ()
+
+
+async def create_comment(
+    pool: asyncpg.Pool, viewer: Viewer, base: str, message_id: int, new: NewComment
+) -> int:
+    text = _text(new.text, bool(new.attachment_ids))
+    after = AfterCommit()
+    async with transaction(pool) as conn:
+        message = await access_message(conn, viewer, message_id)
+        if not may_comment(viewer, message):
+            raise Forbidden("This group is archived: nothing can be posted in it")
+        body = await process_body(conn, viewer, base, text)
+        comment_id = await comment_storage.insert(
+            conn, viewer.community_id, message_id=message_id, user_id=viewer.id, text=text,
+            html_body=body.html, external_resource_ids=body.resource_ids,
+        )
+        await message_storage.add_recipients(
+            conn, viewer.community_id, message_id, body.mentions, comment_id=comment_id
+        )
+        await topic_storage.set_message_topics(
+            conn, viewer.community_id, message_id, body.topic_ids, comment_id=comment_id
+        )
+        if new.attachment_ids:
+            await claim_attachments(conn, viewer, new.attachment_ids, "comment", comment_id)
+        await message_storage.touch(conn, viewer.community_id, message_id)
+        community_id, author_id = viewer.community_id, viewer.id
+        mentioned = body.mentioned_user_ids
+
+        async def created() -> None:
+            await feed_hooks.comment_created(
+                community_id, message_id, comment_id, author_id, mentioned
+            )
+
+        after.add(created)
+    await after.run()
+    return comment_id
+
+
+async def update_comment(
+    pool: asyncpg.Pool, viewer: Viewer, base: str, message_id: int, comment_id: int,
+    text: str | None,
+) -> None:
+    async with transaction(pool) as conn:
+        message, row = await access_comment(conn, viewer, message_id, comment_id)
+        if row["user_id"] != viewer.id:
+            raise Forbidden("Only the comment's author can edit it")
+        if not may_comment(viewer, message):
+            raise Forbidden("This group is archived: its comments can't be changed")
+        if text is None:
+            return
+        has_files = bool(await attachment_storage.for_subjects(conn, "comment", [comment_id]))
+        value = _text(text, has_files)
+        body = await process_body(conn, viewer, base, value)
+        await comment_storage.update(
+            conn, viewer.community_id, comment_id, text=value, html_body=body.html,
+            external_resource_ids=body.resource_ids,
+        )
+        await message_storage.clear_comment_recipients(conn, comment_id)
+        await message_storage.add_recipients(
+            conn, viewer.community_id, message_id, body.mentions, comment_id=comment_id
+        )
+        await topic_storage.set_message_topics(
+            conn, viewer.community_id, message_id, body.topic_ids, comment_id=comment_id
+        )
+
+
+async def delete_comment(
+    pool: asyncpg.Pool, viewer: Viewer, message_id: int, comment_id: int,
+    blobs: BlobStore | None = None,
+) -> None:
+    after = AfterCommit()
+    async with transaction(pool) as conn:
+        message, row = await access_comment(conn, viewer, message_id, comment_id)
+        if not may_delete_comment(viewer, row, message):
+            raise Forbidden(
+                "Only the comment's author, a group admin or a community admin can delete it"
+            )
+        files = await attachment_storage.delete_for_subjects(
+            conn, viewer.community_id, "comment", [comment_id]
+        )
+        if not await comment_storage.delete(conn, viewer.community_id, comment_id):
+            raise NotFound("Comment not found")
+        if blobs is not None and files:
+            store = blobs
+
+            async def remove_files() -> None:
+                await delete_blobs(store, files)
+
+            after.add(remove_files)
+    await after.run()

@@ -1,0 +1,572 @@
+"""Messages: posting (the one creation path for the API, thanks, webhooks and external
+systems), editing, deleting, hiding from a group, and loading pages of them in a fixed number
+of queries.
+
+Rules:
+- Posting into a group: its members (and community admins) may, while the group is active;
+  when the group has posting turned off only its admins may. A group the poster may not read
+  is a 422 on `message[group_id]`, like one that does not exist.
+- Without a group: any internal user; an external contributor only posts into their groups.
+- `message_type=broadcast_message` is an announcement: community admins only; it reaches
+  every Home stream and, with `days_of_stickiness`, stays on top of Home and Company for
+  that many days.
+- Editing and deleting: the author, an admin of the message's group, or a community admin.
+  Nothing is written in an archived group (editing is a 403); deleting stays possible.
+- The body: `@username` / `@groupname` mentions become links and recipients, `#tags` topics,
+  URLs external resources (nothing is fetched). message[url] is the `external_url` (and one
+  more external resource).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from app.access import access_message, may_comment, may_edit_message
+from app.actions import feed_hooks
+from app.actions.after_commit import AfterCommit
+from app.actions.attachments import claim_attachments, delete_blobs
+from app.actions.thanks_extensions import thanks_extensions
+from app.context import Viewer
+from app.errors import Forbidden, Invalid, NotFound
+from app.markup.entities import extract_hashtags, extract_mentions, extract_urls
+from app.markup.html import MentionTarget, render_html
+from app.render.attachments import attachments_and_media_files
+from app.render.feed import FeedData
+from app.render.messages import is_shareable, message
+from app.urls import group_url, user_url
+from storage import attachments as attachment_storage
+from storage import comments as comment_storage
+from storage import likes as like_storage
+from storage import messages as message_storage
+from storage import polls as poll_storage
+from storage import topics as topic_storage
+from storage import users as user_storage
+from storage.blobs import BlobStore
+from storage.db import Conn, connection, transaction
+from storage.messages import MessageQuery, Recipient
+
+# What `message[message_type]` may say through the API (thanks and the like are made by their
+# own actions, which pass their type to create_message).
+API_MESSAGE_TYPES = ("status_message", "question", "link", "poll", "broadcast_message")
+ANNOUNCEMENT = "broadcast_message"
+ACTIONS = {
+    "status_message": "",
+    "question": "asked a question",
+    "link": "posted a link",
+    "poll": "created a poll",
+    ANNOUNCEMENT: "made an announcement",
+}
+MAX_STICKINESS_DAYS = 365
+
+# Comments and likes a listed message carries unless the request says otherwise, and the most
+# it may ask for.
+DEFAULT_THREAD_LIMIT = 100
+MAX_THREAD_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class Limits:
+    """comments_limit (latest comments per message), likes_limit (likes per message),
+    comment_likes_limit (likes per comment)."""
+
+    comments: int = DEFAULT_THREAD_LIMIT
+    likes: int = DEFAULT_THREAD_LIMIT
+    comment_likes: int = DEFAULT_THREAD_LIMIT
+
+
+# --- loading and rendering pages -------------------------------------------------------------
+
+
+Rendered = dict[tuple[str, int], list[dict[str, Any]]]
+
+
+async def attachments_of(
+    conn: Conn, base: str, subject_type: str, ids: Sequence[int]
+) -> tuple[Rendered, Rendered]:
+    """Rendered attachments and media files of subjects, in one query."""
+    attachments: Rendered = {}
+    media: Rendered = {}
+    found = await attachment_storage.for_subjects(conn, subject_type, ids)
+    for subject_id, rows in found.items():
+        rendered, files = attachments_and_media_files(rows, base)
+        attachments[(subject_type, subject_id)] = rendered
+        media[(subject_type, subject_id)] = files
+    return attachments, media
+
+
+async def load_feed(
+    conn: Conn,
+    viewer: Viewer,
+    rows: Sequence[asyncpg.Record],
+    base: str,
+    limits: Limits = Limits(),
+) -> FeedData:
+    """Everything the messages `rows` show, whatever their number: one query each for shared
+    messages, comments, likes (of messages and comments), recipients, users, groups, tags,
+    external resources, attachments of messages and of comments, and polls; then the thanks
+    announcements among them (app.actions.thanks_extensions: one query, four with thanks)."""
+    data = FeedData(base, viewer)
+    if not rows:
+        return data
+    cid = viewer.community_id
+    ids = [r["id"] for r in rows]
+    shared_ids = list({r["shared_message_id"] for r in rows if r["shared_message_id"]})
+    shared = await message_storage.readable_by_ids(
+        conn, cid, viewer.id, viewer.is_external, shared_ids
+    )
+    every = [*rows, *shared]
+    every_ids = list(dict.fromkeys(r["id"] for r in every))
+    comments = (
+        await comment_storage.latest_of_messages(conn, ids, limits.comments)
+        if limits.comments > 0 else []
+    )
+    comment_ids = [c["id"] for c in comments]
+    likes = await like_storage.top(
+        conn, viewer.id, ids, comment_ids,
+        per_message=limits.likes, per_comment=limits.comment_likes,
+    )
+    recipients = await message_storage.recipients(conn, every_ids)
+    user_ids = {r["user_id"] for r in every}
+    user_ids.update(c["user_id"] for c in comments)
+    user_ids.update(lk["user_id"] for lk in likes)
+    user_ids.update(r["user_id"] for r in recipients if r["user_id"] is not None)
+    group_ids = {r["group_id"] for r in every if r["group_id"] is not None}
+    group_ids.update(r["group_id"] for r in recipients if r["group_id"] is not None)
+    resource_ids = {i for r in every for i in r["external_resource_ids"] or ()}
+    resource_ids.update(i for c in comments for i in c["external_resource_ids"] or ())
+
+    users = await user_storage.by_ids(conn, cid, list(user_ids))
+    groups = await message_storage.groups(conn, cid, viewer.id, viewer.is_external,
+                                          list(group_ids))
+    tags = await topic_storage.of_messages(conn, every_ids)
+    resources = await message_storage.resources(conn, cid, list(resource_ids))
+    message_files, message_media = await attachments_of(conn, base, "message", every_ids)
+    comment_files, comment_media = await attachments_of(conn, base, "comment", comment_ids)
+    polls = await poll_storage.of_messages(conn, cid, viewer.id, every_ids)
+    extensions = await thanks_extensions(conn, cid, every_ids, base)
+
+    data.users = {u["id"]: u for u in users}
+    data.groups = {g["id"]: g for g in groups}
+    by_message: dict[int, list[asyncpg.Record]] = {}
+    for r in recipients:
+        by_message.setdefault(r["message_id"], []).append(r)
+    data.recipients = by_message
+    data.tags = tags
+    data.resources = {r["id"]: r for r in resources}
+    data.attachments = {**message_files, **comment_files}
+    data.media_files = {**message_media, **comment_media}
+    thread: dict[int, list[asyncpg.Record]] = {}
+    for c in comments:
+        thread.setdefault(c["message_id"], []).append(c)
+    data.comments = thread
+    top: dict[tuple[int, int | None], list[asyncpg.Record]] = {}
+    for lk in likes:
+        top.setdefault((lk["message_id"], lk["comment_id"]), []).append(lk)
+    data.likes = top
+    data.polls = {p["message_id"]: p for p in polls}
+    data.shared = {s["id"]: s for s in shared}
+    data.extensions = extensions
+    return data
+
+
+async def render_messages(
+    conn: Conn,
+    viewer: Viewer,
+    rows: Sequence[asyncpg.Record],
+    base: str,
+    limits: Limits = Limits(),
+) -> list[dict[str, Any]]:
+    data = await load_feed(conn, viewer, rows, base, limits)
+    return [message(r, data) for r in rows]
+
+
+async def render_message(
+    conn: Conn, viewer: Viewer, message_id: int, base: str, limits: Limits = Limits()
+) -> dict[str, Any]:
+    """One message the viewer may read, rendered (404 otherwise)."""
+    row = await access_message(conn, viewer, message_id)
+    return (await render_messages(conn, viewer, [row], base, limits))[0]
+
+
+@dataclass(frozen=True)
+class MessagePage:
+    messages: list[dict[str, Any]]
+    next_page: int | None
+
+
+async def list_messages(
+    pool: asyncpg.Pool,
+    viewer: Viewer,
+    base: str,
+    query: MessageQuery,
+    *,
+    page: int,
+    per_page: int,
+    limits: Limits = Limits(),
+) -> MessagePage:
+    """The message list loader: a page of what `query` selects among what the viewer may read,
+    newest interaction first, rendered. Reads per_page + 1 rows to know whether a next page
+    exists."""
+    async with connection(pool) as conn:
+        rows = await message_storage.list_page(
+            conn, viewer.community_id, viewer.id, viewer.is_external, query,
+            offset=(page - 1) * per_page, limit=per_page + 1,
+        )
+        more = len(rows) > per_page
+        rows = rows[:per_page]
+        rendered = await render_messages(conn, viewer, rows, base, limits)
+    return MessagePage(rendered, page + 1 if more else None)
+
+
+# --- bodies: mentions, tags, links -----------------------------------------------------------
+
+
+@dataclass
+class Body:
+    """A body's html and what it refers to."""
+
+    html: str
+    mentions: list[Recipient]
+    topic_ids: list[int]
+    resource_ids: list[int]
+
+    @property
+    def mentioned_user_ids(self) -> list[int]:
+        return [r.user_id for r in self.mentions if r.user_id is not None]
+
+
+async def process_body(
+    conn: asyncpg.Connection,
+    viewer: Viewer,
+    base: str,
+    text: str,
+    extra_urls: Sequence[str] = (),
+) -> Body:
+    """Resolve `@name` (a username, else a groupname whose content the author may read),
+    upsert `#tags` as topics and URLs as external resources, and render the html."""
+    cid = viewer.community_id
+    names = extract_mentions(text)
+    user_rows = await message_storage.mentionable_users(conn, cid, names)
+    group_rows = await message_storage.mentionable_groups(
+        conn, cid, viewer.id, viewer.is_external, names
+    )
+    targets: dict[str, MentionTarget] = {}
+    for g in group_rows:
+        targets[g["groupname"].lower()] = MentionTarget(
+            "group", g["id"], g["groupname"], group_url(base, g["id"], g["groupname"]), None
+        )
+    for u in user_rows:  # a username wins over a groupname
+        targets[u["username"].lower()] = MentionTarget(
+            "user", u["id"], u["username"], user_url(base, u["id"], u["username"]),
+            f"/api/users/{u['id']}-{u['username'].lower()}.json",
+        )
+    mentions: list[Recipient] = []
+    for name in names:
+        target = targets.get(name.lower())
+        if target is None:
+            continue
+        if target.kind == "user":
+            mentions.append(Recipient(user_id=target.id, reason="mention"))
+        else:
+            mentions.append(Recipient(group_id=target.id, reason="mention"))
+    html = render_html(text, base_url=base, mentions=targets)
+    topic_ids = await topic_storage.upsert(conn, cid, extract_hashtags(text), viewer.id)
+    urls = [*extract_urls(text), *extra_urls]
+    resource_ids = await message_storage.upsert_resources(conn, cid, urls)
+    return Body(html, mentions, topic_ids, resource_ids)
+
+
+# --- posting ---------------------------------------------------------------------------------
+
+
+@dataclass
+class NewMessage:
+    """What a new message says. `message_type` None: `poll` when a poll is bound, `link` when a
+    url is given, else `status_message`; `action` None: derived from the type (ACTIONS)."""
+
+    body: str = ""
+    title: str = ""
+    url: str | None = None
+    group_id: int | None = None
+    message_type: str | None = None
+    action: str | None = None
+    verb: str | None = None
+    attachment_ids: Sequence[int] = ()
+    poll_id: int | None = None
+    # message[recipients]: usernames or groupnames (a leading @ is ignored), and/or ids
+    recipient_names: Sequence[str] = ()
+    recipient_user_ids: Sequence[int] = ()
+    recipient_group_ids: Sequence[int] = ()
+    days_of_stickiness: int = 0
+    source: str | None = "api"
+    external_system_id: int | None = None
+    client_provided_guid: str | None = None
+    shared_message_id: int | None = None
+    extensions: Sequence[Mapping[str, Any]] = ()
+    # False: post into the group without being a member (incoming webhooks act for a group)
+    require_membership: bool = True
+    # Parameter names for 422s (views of other resources may name theirs differently).
+    param_prefix: str = field(default="message")
+
+
+def _param(new: NewMessage, name: str) -> str:
+    return f"{new.param_prefix}[{name}]"
+
+
+async def _check_group(
+    conn: asyncpg.Connection, viewer: Viewer, new: NewMessage
+) -> asyncpg.Record | None:
+    if new.group_id is None:
+        if viewer.is_external:
+            raise Forbidden("External contributors can only post into their groups")
+        return None
+    group = await message_storage.group_for_posting(
+        conn, viewer.community_id, viewer.id, viewer.is_external, new.group_id
+    )
+    if group is None or not group["readable"]:
+        raise Invalid.field(_param(new, "group_id"), "is not a group you can post to")
+    if group["state"] == "archived":
+        raise Forbidden("This group is archived: nothing can be posted in it")
+    is_admin = group["viewer_role"] == "admin" or viewer.is_admin
+    if new.require_membership and group["viewer_role"] is None and not viewer.is_admin:
+        raise Forbidden("Only members of the group can post in it")
+    if not group["post_enabled"] and not is_admin and new.require_membership:
+        raise Forbidden("Only the group's admins can post in it")
+    return group
+
+
+async def _addressed(
+    conn: asyncpg.Connection, viewer: Viewer, new: NewMessage
+) -> list[Recipient]:
+    """message[recipients]: names or ids of users of the community and of groups whose content
+    the poster may read; anything else is a 422."""
+    cid = viewer.community_id
+    names = [n.strip().lstrip("@") for n in new.recipient_names if n.strip().lstrip("@")]
+    users = {u["username"].lower(): u["id"]
+             for u in await message_storage.mentionable_users(conn, cid, names)}
+    groups = {g["groupname"].lower(): g["id"]
+              for g in await message_storage.mentionable_groups(
+                  conn, cid, viewer.id, viewer.is_external, names)}
+    out: list[Recipient] = []
+    unknown: list[str] = []
+    for name in names:
+        if name.lower() in users:
+            out.append(Recipient(user_id=users[name.lower()], reason="addressed"))
+        elif name.lower() in groups:
+            out.append(Recipient(group_id=groups[name.lower()], reason="addressed"))
+        else:
+            unknown.append(name)
+    if new.recipient_user_ids:
+        found = {u["id"] for u in await user_storage.by_ids(conn, cid, new.recipient_user_ids)}
+        unknown.extend(str(i) for i in new.recipient_user_ids if i not in found)
+        out.extend(Recipient(user_id=i, reason="addressed")
+                   for i in new.recipient_user_ids if i in found)
+    for group_id in new.recipient_group_ids:
+        group = await message_storage.group_for_posting(
+            conn, cid, viewer.id, viewer.is_external, group_id
+        )
+        if group is None or not group["readable"]:
+            unknown.append(str(group_id))
+        else:
+            out.append(Recipient(group_id=group_id, reason="addressed"))
+    if unknown:
+        raise Invalid.field(
+            _param(new, "recipients"), f"names no user or group: {', '.join(unknown)}"
+        )
+    return out
+
+
+async def _check_shared(
+    conn: asyncpg.Connection, viewer: Viewer, new: NewMessage
+) -> None:
+    if new.shared_message_id is None:
+        return
+    row = await message_storage.by_id(
+        conn, viewer.community_id, viewer.id, viewer.is_external, new.shared_message_id
+    )
+    if row is None or not row["readable"] or not is_shareable(row):
+        raise Invalid.field(_param(new, "shared_message_id"), "is not a message you can share")
+
+
+def _message_type(new: NewMessage) -> str:
+    if new.message_type:
+        return new.message_type
+    if new.poll_id is not None:
+        return "poll"
+    if new.url:
+        return "link"
+    return "status_message"
+
+
+async def insert_message(
+    conn: asyncpg.Connection, viewer: Viewer, base: str, new: NewMessage, after: AfterCommit
+) -> int:
+    """Post a message inside the caller's transaction (for actions that write more in the same
+    transaction, e.g. thanks); after-commit steps go to `after`. Returns the message id."""
+    body = new.body or ""
+    title = (new.title or "").strip()
+    url = (new.url or "").strip() or None
+    if not (body.strip() or title or url or new.attachment_ids or new.poll_id is not None
+            or new.shared_message_id is not None):
+        raise Invalid.field(_param(new, "body"), "can't be blank")
+    message_type = _message_type(new)
+    announcement = message_type == ANNOUNCEMENT
+    if announcement and not viewer.is_admin:
+        raise Forbidden("Only a community admin can make an announcement")
+    group = await _check_group(conn, viewer, new)
+    if new.poll_id is not None and not await poll_storage.lock_unbound(
+        conn, viewer.community_id, viewer.id, new.poll_id
+    ):
+        raise Invalid.field(_param(new, "poll_id"), "is not a poll of yours without a message")
+    await _check_shared(conn, viewer, new)
+    addressed = await _addressed(conn, viewer, new)
+    processed = await process_body(conn, viewer, base, body, [url] if url else [])
+    days = min(max(new.days_of_stickiness, 0), MAX_STICKINESS_DAYS) if announcement else 0
+    message_id = await message_storage.insert(
+        conn, viewer.community_id, user_id=viewer.id,
+        group_id=group["id"] if group is not None else None,
+        external_system_id=new.external_system_id, title=title, body=body,
+        html_body=processed.html,
+        action=new.action if new.action is not None else ACTIONS.get(message_type, ""),
+        verb=new.verb, message_type=message_type, external_url=url, source=new.source,
+        is_announcement=announcement, days_of_stickiness=days,
+        shared_message_id=new.shared_message_id,
+        client_provided_guid=new.client_provided_guid,
+        external_resource_ids=processed.resource_ids, extensions=list(new.extensions),
+    )
+    recipients = [Recipient(group_id=group["id"], reason="group")] if group is not None else []
+    await message_storage.add_recipients(
+        conn, viewer.community_id, message_id, [*recipients, *processed.mentions, *addressed]
+    )
+    await topic_storage.set_message_topics(conn, viewer.community_id, message_id,
+                                           processed.topic_ids)
+    if new.poll_id is not None:
+        await poll_storage.bind(conn, viewer.community_id, new.poll_id, message_id)
+    if new.attachment_ids:
+        await claim_attachments(conn, viewer, new.attachment_ids, "message", message_id)
+    mentioned = list(dict.fromkeys(
+        [*processed.mentioned_user_ids, *(r.user_id for r in addressed if r.user_id)]
+    ))
+    community_id, author_id = viewer.community_id, viewer.id
+
+    async def created() -> None:
+        await feed_hooks.message_created(community_id, message_id, author_id, mentioned)
+
+    after.add(created)
+    return message_id
+
+
+async def create_message(
+    pool: asyncpg.Pool, viewer: Viewer, base: str, new: NewMessage
+) -> int:
+    """Post a message in its own transaction, then run the after-commit steps; its id."""
+    after = AfterCommit()
+    async with transaction(pool) as conn:
+        message_id = await insert_message(conn, viewer, base, new, after)
+    await after.run()
+    return message_id
+
+
+# --- editing, deleting, hiding ---------------------------------------------------------------
+
+
+@dataclass
+class MessageChanges:
+    """PUT /api/messages/:id: None leaves a field as it is."""
+
+    body: str | None = None
+    title: str | None = None
+    url: str | None = None
+
+
+async def update_message(
+    pool: asyncpg.Pool, viewer: Viewer, base: str, message_id: int, changes: MessageChanges
+) -> None:
+    after = AfterCommit()
+    async with transaction(pool) as conn:
+        row = await access_message(conn, viewer, message_id)
+        if not may_edit_message(viewer, row):
+            raise Forbidden("Only the author, a group admin or a community admin can edit it")
+        if not may_comment(viewer, row):
+            raise Forbidden("This group is archived: its messages can't be changed")
+        body = changes.body if changes.body is not None else row["body"]
+        title = (changes.title if changes.title is not None else row["title"]).strip()
+        url = (changes.url.strip() or None) if changes.url is not None else row["external_url"]
+        if not (body.strip() or title or url):
+            raise Invalid.field("message[body]", "can't be blank")
+        before = {r["user_id"] for r in await message_storage.recipients(conn, [message_id])}
+        processed = await process_body(conn, viewer, base, body, [url] if url else [])
+        await message_storage.update_content(
+            conn, viewer.community_id, message_id, title=title, body=body,
+            html_body=processed.html, external_url=url,
+            external_resource_ids=processed.resource_ids,
+        )
+        await message_storage.clear_message_mentions(conn, message_id)
+        await message_storage.add_recipients(
+            conn, viewer.community_id, message_id, processed.mentions
+        )
+        await topic_storage.set_message_topics(conn, viewer.community_id, message_id,
+                                               processed.topic_ids)
+        new_ids = [i for i in processed.mentioned_user_ids if i not in before]
+        community_id = viewer.community_id
+
+        async def updated() -> None:
+            await feed_hooks.message_updated(community_id, message_id, new_ids)
+
+        after.add(updated)
+    await after.run()
+
+
+async def delete_message(
+    pool: asyncpg.Pool, viewer: Viewer, message_id: int, blobs: BlobStore | None = None
+) -> None:
+    """Delete a message with its comments, likes, flags, poll and attachments (their blobs are
+    removed after commit when a blob store is given)."""
+    after = AfterCommit()
+    async with transaction(pool) as conn:
+        row = await access_message(conn, viewer, message_id)
+        if not may_edit_message(viewer, row):
+            raise Forbidden("Only the author, a group admin or a community admin can delete it")
+        comment_ids = await comment_storage.ids_of_message(conn, message_id)
+        files = await attachment_storage.delete_for_subjects(
+            conn, viewer.community_id, "message", [message_id]
+        )
+        files += await attachment_storage.delete_for_subjects(
+            conn, viewer.community_id, "comment", comment_ids
+        )
+        if not await message_storage.delete(conn, viewer.community_id, message_id):
+            raise NotFound("Message not found")
+        community_id = viewer.community_id
+
+        async def deleted() -> None:
+            if blobs is not None and files:
+                await delete_blobs(blobs, files)
+            await feed_hooks.message_deleted(community_id, message_id)
+
+        after.add(deleted)
+    await after.run()
+
+
+async def hide_message(
+    pool: asyncpg.Pool, viewer: Viewer, group_id: int, message_id: int
+) -> None:
+    """A group admin (or community admin) takes a message out of the group's stream. The
+    message stays readable by id and in the other streams."""
+    async with transaction(pool) as conn:
+        group = await message_storage.group_for_posting(
+            conn, viewer.community_id, viewer.id, viewer.is_external, group_id
+        )
+        if group is None or not group["readable"]:
+            raise NotFound("Group not found")
+        if group["viewer_role"] != "admin" and not viewer.is_admin:
+            raise Forbidden("Only a group admin can hide messages")
+        row = await message_storage.by_id(
+            conn, viewer.community_id, viewer.id, viewer.is_external, message_id
+        )
+        if row is None or not row["readable"] or row["group_id"] != group_id:
+            raise Invalid.field("message_id", "is not a message of this group")
+        await message_storage.hide(conn, viewer.community_id, group_id, message_id, viewer.id)

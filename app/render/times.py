@@ -1,0 +1,20 @@
+"""Time values as the API writes them: ISO 8601 with a `+00:00` offset and no fraction
+(created_at, updated_at), and whole epoch seconds (last_interacted_at, since)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.astimezone(UTC).replace(microsecond=0).isoformat()
+
+
+def epoch(value: datetime | None) -> int | None:
+    return int(value.timestamp()) if value is not None else None
+
+
+def from_epoch(seconds: int) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)

@@ -1,0 +1,109 @@
+"""Comments on messages: rows, the page of one thread, and the last N of many threads."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import asyncpg
+
+from storage.db import Conn
+
+COLUMNS = """
+c.id, c.community_id, c.message_id, c.user_id, c.text, c.html_body, c.external_resource_ids,
+c.created_at, c.updated_at,
+(SELECT count(*) FROM likes l WHERE l.comment_id = c.id)::int AS likes_count
+"""
+
+INSERT = """
+INSERT INTO comments (community_id, message_id, user_id, text, html_body, external_resource_ids)
+VALUES ($1, $2, $3, $4, $5, $6)
+RETURNING id
+"""
+UPDATE = """
+UPDATE comments SET text = $3, html_body = $4, external_resource_ids = $5, updated_at = now()
+WHERE community_id = $1 AND id = $2
+"""
+DELETE = "DELETE FROM comments WHERE community_id = $1 AND id = $2"
+
+BY_ID = f"""
+SELECT {COLUMNS} FROM comments c
+WHERE c.community_id = $1 AND c.message_id = $2 AND c.id = $3
+"""
+
+# One thread, oldest first. $1 message, $2 offset, $3 limit.
+OF_MESSAGE = f"""
+SELECT {COLUMNS} FROM comments c
+WHERE c.message_id = $1
+ORDER BY c.created_at, c.id
+OFFSET $2 LIMIT $3
+"""
+
+IDS_OF_MESSAGE = "SELECT id FROM comments WHERE message_id = $1 ORDER BY id"
+
+# The $2 most recent comments of each message in $1, returned oldest first per message.
+LATEST_OF_MESSAGES = f"""
+SELECT c.* FROM unnest($1::bigint[]) AS mid(id)
+CROSS JOIN LATERAL (
+    SELECT {COLUMNS} FROM comments c
+    WHERE c.message_id = mid.id
+    ORDER BY c.created_at DESC, c.id DESC
+    LIMIT $2
+) c
+ORDER BY c.message_id, c.created_at, c.id
+"""
+
+
+async def insert(
+    conn: asyncpg.Connection,
+    community_id: int,
+    *,
+    message_id: int,
+    user_id: int,
+    text: str,
+    html_body: str,
+    external_resource_ids: Sequence[int],
+) -> int:
+    comment_id: int = await conn.fetchval(
+        INSERT, community_id, message_id, user_id, text, html_body, list(external_resource_ids)
+    )
+    return comment_id
+
+
+async def update(
+    conn: asyncpg.Connection,
+    community_id: int,
+    comment_id: int,
+    *,
+    text: str,
+    html_body: str,
+    external_resource_ids: Sequence[int],
+) -> None:
+    await conn.execute(
+        UPDATE, community_id, comment_id, text, html_body, list(external_resource_ids)
+    )
+
+
+async def delete(conn: asyncpg.Connection, community_id: int, comment_id: int) -> bool:
+    return bool((await conn.execute(DELETE, community_id, comment_id)).endswith(" 1"))
+
+
+async def by_id(
+    conn: Conn, community_id: int, message_id: int, comment_id: int
+) -> asyncpg.Record | None:
+    return await conn.fetchrow(BY_ID, community_id, message_id, comment_id)
+
+
+async def of_message(
+    conn: Conn, message_id: int, offset: int, limit: int
+) -> list[asyncpg.Record]:
+    return await conn.fetch(OF_MESSAGE, message_id, offset, limit)
+
+
+async def ids_of_message(conn: Conn, message_id: int) -> list[int]:
+    return [r["id"] for r in await conn.fetch(IDS_OF_MESSAGE, message_id)]
+
+
+async def latest_of_messages(
+    conn: Conn, message_ids: Sequence[int], limit: int
+) -> list[asyncpg.Record]:
+    return await conn.fetch(LATEST_OF_MESSAGES, list(message_ids), limit)

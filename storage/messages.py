@@ -1,0 +1,441 @@
+"""Messages: the row every message form is rendered from, who may read it, and the feed queries.
+
+Placeholders shared by every query here: `$1` the community id, `$2` the viewer's id, `$3`
+whether the viewer is an external contributor. Queries read `messages m LEFT JOIN groups g`.
+
+Who may read a message (the one rule, `READABLE`):
+- in a group: whoever may read the group's content (storage.group_visibility.readable_sql);
+- with no group: every internal user of the community; an external contributor only when it
+  is theirs or addressed to them (a message-level recipient).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from storage.db import Conn
+from storage.group_visibility import listed_sql, readable_sql
+from storage.groups import SHORT_COLUMNS as GROUP_SHORT_COLUMNS
+
+STREAM_KINDS = ("home", "mentions", "bookmarked", "sent", "company")
+
+COLUMNS = """
+m.id, m.community_id, m.user_id, m.group_id, m.external_system_id, m.title, m.body,
+m.html_body, m.action, m.verb, m.message_type, m.external_url, m.source, m.is_announcement,
+m.days_of_stickiness, m.sticky_until, m.shared_message_id, m.client_provided_guid,
+m.external_resource_ids, m.extensions, m.last_interacted_at, m.created_at, m.updated_at
+"""
+
+# Counts and viewer-relative columns, computed in the same statement (viewer = $2).
+# share_count counts the messages sharing this one.
+COMPUTED = """
+(SELECT count(*) FROM comments c WHERE c.message_id = m.id)::int AS comments_count,
+(SELECT count(*) FROM likes l WHERE l.message_id = m.id AND l.comment_id IS NULL)::int
+    AS likes_count,
+(SELECT count(*) FROM messages sh WHERE sh.shared_message_id = m.id)::int AS share_count,
+(SELECT f.id FROM flags f WHERE f.message_id = m.id AND f.user_id = $2) AS viewer_flag_id,
+EXISTS (SELECT 1 FROM message_hides h WHERE h.message_id = m.id) AS hidden,
+(m.is_announcement AND m.sticky_until > now()) AS sticky,
+g.state AS group_state, g.permission AS group_permission, g.post_enabled AS group_post_enabled,
+(SELECT gm.role FROM group_memberships gm WHERE gm.group_id = m.group_id AND gm.user_id = $2)
+    AS viewer_group_role
+"""
+
+ROW = f"{COLUMNS}, {COMPUTED}"
+FROM = "messages m LEFT JOIN groups g ON g.id = m.group_id"
+
+READABLE = f"""
+(CASE WHEN m.group_id IS NULL THEN
+    (NOT $3 OR m.user_id = $2 OR EXISTS (
+        SELECT 1 FROM message_recipients r_v
+        WHERE r_v.message_id = m.id AND r_v.comment_id IS NULL AND r_v.user_id = $2))
+ ELSE coalesce({readable_sql("g", "$2", "$3")}, false) END)
+"""
+
+# What each system stream holds, on top of READABLE.
+STREAM_CONDITIONS = {
+    # groups you belong to, people you follow, messages addressed to you, yours, announcements
+    "home": """
+(m.user_id = $2
+ OR m.is_announcement
+ OR EXISTS (SELECT 1 FROM group_memberships gm_h
+            WHERE gm_h.group_id = m.group_id AND gm_h.user_id = $2)
+ OR EXISTS (SELECT 1 FROM follows f_h WHERE f_h.follower_id = $2 AND f_h.followed_id = m.user_id)
+ OR EXISTS (SELECT 1 FROM message_recipients r_h
+            WHERE r_h.message_id = m.id AND r_h.user_id = $2))
+""",
+    # you are @mentioned (or addressed) in the message or one of its comments
+    "mentions": """
+EXISTS (SELECT 1 FROM message_recipients r_m WHERE r_m.message_id = m.id AND r_m.user_id = $2)
+""",
+    "bookmarked": """
+EXISTS (SELECT 1 FROM flags f_b WHERE f_b.message_id = m.id AND f_b.user_id = $2)
+""",
+    "sent": "m.user_id = $2",
+    "company": "true",
+}
+
+NOT_HIDDEN = "NOT EXISTS (SELECT 1 FROM message_hides h_x WHERE h_x.message_id = m.id)"
+
+
+def group_condition(group_param: str) -> str:
+    """A group's stream: its messages that a group admin has not hidden."""
+    return f"(m.group_id = {group_param} AND {NOT_HIDDEN})"
+
+
+BY_ID = f"""
+SELECT {ROW}, {READABLE} AS readable FROM {FROM}
+WHERE m.community_id = $1 AND m.id = $4
+"""
+
+BY_IDS_READABLE = f"""
+SELECT {ROW} FROM {FROM}
+WHERE m.community_id = $1 AND m.id = ANY($4::bigint[]) AND {READABLE}
+"""
+
+INSERT = """
+INSERT INTO messages (community_id, user_id, group_id, external_system_id, title, body,
+                      html_body, action, verb, message_type, external_url, source,
+                      is_announcement, days_of_stickiness, sticky_until, shared_message_id,
+                      client_provided_guid, external_resource_ids, extensions)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
+        CASE WHEN $13 AND $14 > 0 THEN now() + make_interval(days => $14) END,
+        $15, $16, $17, $18)
+RETURNING id
+"""
+
+UPDATE_CONTENT = """
+UPDATE messages SET title = $3, body = $4, html_body = $5, external_url = $6,
+                    external_resource_ids = $7, updated_at = now()
+WHERE community_id = $1 AND id = $2
+"""
+
+DELETE = "DELETE FROM messages WHERE community_id = $1 AND id = $2"
+
+TOUCH = """
+UPDATE messages SET last_interacted_at = now() WHERE community_id = $1 AND id = $2
+"""
+
+# Recipients: the message's group, @mentions and message[recipients] (comment_id NULL), or the
+# @mentions of a comment. $1 community, $2 message, $3 comment (NULL); then aligned arrays:
+# $4 user ids, $5 group ids (one of the two NULL per row), $6 reasons, $7 positions.
+INSERT_RECIPIENTS = """
+INSERT INTO message_recipients (community_id, message_id, comment_id, user_id, group_id,
+                                reason, position)
+SELECT $1, $2, $3, r.user_id, r.group_id, r.reason, r.position
+FROM unnest($4::bigint[], $5::bigint[], $6::text[], $7::int[])
+    AS r(user_id, group_id, reason, position)
+ON CONFLICT DO NOTHING
+"""
+# An edit replaces the body's @mentions; the group and addressed recipients stay.
+DELETE_MESSAGE_MENTIONS = """
+DELETE FROM message_recipients
+WHERE message_id = $1 AND comment_id IS NULL AND reason = 'mention'
+"""
+DELETE_COMMENT_RECIPIENTS = "DELETE FROM message_recipients WHERE comment_id = $1"
+
+RECIPIENTS = """
+SELECT message_id, user_id, group_id FROM message_recipients
+WHERE message_id = ANY($1::bigint[]) AND comment_id IS NULL
+ORDER BY message_id, position, id
+"""
+# Everyone addressed in a thread (message and comments), first appearance first.
+THREAD_RECIPIENTS = """
+SELECT user_id, group_id, min(id) AS first FROM message_recipients
+WHERE message_id = $1
+GROUP BY user_id, group_id
+ORDER BY first
+"""
+
+# Short group rows with the viewer's role and whether the viewer may see the group at all.
+GROUPS = f"""
+SELECT {GROUP_SHORT_COLUMNS},
+       (SELECT gm.role FROM group_memberships gm WHERE gm.group_id = g.id AND gm.user_id = $2)
+           AS viewer_role,
+       {listed_sql("g", "$2", "$3")} AS listed
+FROM groups g WHERE g.community_id = $1 AND g.id = ANY($4::bigint[])
+"""
+
+# A group a message names ($4), with what posting into it depends on.
+GROUP_FOR_POSTING = f"""
+SELECT {GROUP_SHORT_COLUMNS},
+       (SELECT gm.role FROM group_memberships gm WHERE gm.group_id = g.id AND gm.user_id = $2)
+           AS viewer_role,
+       {readable_sql("g", "$2", "$3")} AS readable
+FROM groups g WHERE g.community_id = $1 AND g.id = $4
+"""
+
+# @mentions: users by username, groups by groupname (only groups whose content the viewer may
+# read can be mentioned). $4 lower-case names.
+MENTIONABLE_USERS = """
+SELECT u.id, u.username FROM users u
+WHERE u.community_id = $1 AND lower(u.username) = ANY($2::text[])
+"""
+MENTIONABLE_GROUPS = f"""
+SELECT g.id, g.groupname FROM groups g
+WHERE g.community_id = $1 AND lower(g.groupname) = ANY($4::text[])
+  AND {readable_sql("g", "$2", "$3")}
+"""
+
+UPSERT_RESOURCES = """
+INSERT INTO external_resources AS r (community_id, url)
+SELECT $1, u.url FROM unnest($2::text[]) AS u(url)
+ON CONFLICT (community_id, url) DO UPDATE SET url = r.url
+RETURNING id, url
+"""
+RESOURCES = """
+SELECT id, url, title, description, resource_type, oembed FROM external_resources
+WHERE community_id = $1 AND id = ANY($2::bigint[])
+"""
+
+HIDE = """
+INSERT INTO message_hides (community_id, group_id, message_id, hidden_by)
+VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
+"""
+
+
+@dataclass(frozen=True)
+class MessageQuery:
+    """What a message list selects (on top of READABLE), built into one SQL statement.
+
+    `stream` is a system stream kind (STREAM_KINDS) or None; `group_id` a group's stream;
+    `topic` a lower-case topic name used anywhere in the thread; `tsquery` full-text search
+    (websearch syntax; results ranked); `since` keeps what was interacted with after it.
+    """
+
+    stream: str | None = None
+    group_id: int | None = None
+    author_id: int | None = None
+    external_system_id: int | None = None
+    topic: str | None = None
+    since: datetime | None = None
+    search: str | None = None
+    sticky_first: bool = False
+
+    def build(self, offset: int, limit: int) -> tuple[str, list[Any]]:
+        args: list[Any] = []
+
+        def param(value: Any) -> str:
+            args.append(value)
+            return f"${len(args) + 3}"
+
+        where = ["m.community_id = $1", READABLE]
+        if self.stream is not None:
+            where.append(STREAM_CONDITIONS[self.stream])
+        if self.group_id is not None:
+            where.append(group_condition(param(self.group_id)))
+        if self.author_id is not None:
+            where.append(f"m.user_id = {param(self.author_id)}")
+        if self.external_system_id is not None:
+            where.append(f"m.external_system_id = {param(self.external_system_id)}")
+        if self.topic is not None:
+            where.append(
+                "EXISTS (SELECT 1 FROM message_topics mt JOIN topics t ON t.id = mt.topic_id "
+                f"WHERE mt.message_id = m.id AND t.name = {param(self.topic)})"
+            )
+        if self.since is not None:
+            where.append(f"m.last_interacted_at > {param(self.since)}")
+        order = ["m.last_interacted_at DESC", "m.id DESC"]
+        rank = ""
+        if self.search is not None:
+            query = f"websearch_to_tsquery('english', {param(self.search)})"
+            where.append(f"m.search_vector @@ {query}")
+            rank = f", ts_rank_cd(m.search_vector, {query}) AS rank"
+            order.insert(0, "rank DESC")
+        if self.sticky_first:
+            order.insert(0, "sticky DESC")
+        sql = (
+            f"SELECT {ROW}{rank} FROM {FROM}\nWHERE "
+            + "\n  AND ".join(where)
+            + f"\nORDER BY {', '.join(order)}\nOFFSET {param(offset)} LIMIT {param(limit)}"
+        )
+        return sql, args
+
+
+async def list_page(
+    conn: Conn,
+    community_id: int,
+    viewer_id: int,
+    external: bool,
+    query: MessageQuery,
+    *,
+    offset: int,
+    limit: int,
+) -> list[asyncpg.Record]:
+    sql, args = query.build(offset, limit)
+    return await conn.fetch(sql, community_id, viewer_id, external, *args)
+
+
+async def by_id(
+    conn: Conn, community_id: int, viewer_id: int, external: bool, message_id: int
+) -> asyncpg.Record | None:
+    """The message row plus `readable` for this viewer; None when not in the community."""
+    return await conn.fetchrow(BY_ID, community_id, viewer_id, external, message_id)
+
+
+async def readable_by_ids(
+    conn: Conn, community_id: int, viewer_id: int, external: bool, ids: Sequence[int]
+) -> list[asyncpg.Record]:
+    return await conn.fetch(BY_IDS_READABLE, community_id, viewer_id, external, list(ids))
+
+
+async def insert(
+    conn: asyncpg.Connection,
+    community_id: int,
+    *,
+    user_id: int,
+    group_id: int | None,
+    external_system_id: int | None,
+    title: str,
+    body: str,
+    html_body: str,
+    action: str,
+    verb: str | None,
+    message_type: str,
+    external_url: str | None,
+    source: str | None,
+    is_announcement: bool,
+    days_of_stickiness: int,
+    shared_message_id: int | None,
+    client_provided_guid: str | None,
+    external_resource_ids: Sequence[int],
+    extensions: list[Any],
+) -> int:
+    message_id: int = await conn.fetchval(
+        INSERT, community_id, user_id, group_id, external_system_id, title, body, html_body,
+        action, verb, message_type, external_url, source, is_announcement, days_of_stickiness,
+        shared_message_id, client_provided_guid, list(external_resource_ids), extensions,
+    )
+    return message_id
+
+
+async def update_content(
+    conn: asyncpg.Connection,
+    community_id: int,
+    message_id: int,
+    *,
+    title: str,
+    body: str,
+    html_body: str,
+    external_url: str | None,
+    external_resource_ids: Sequence[int],
+) -> None:
+    await conn.execute(
+        UPDATE_CONTENT, community_id, message_id, title, body, html_body, external_url,
+        list(external_resource_ids),
+    )
+
+
+async def delete(conn: asyncpg.Connection, community_id: int, message_id: int) -> bool:
+    return bool((await conn.execute(DELETE, community_id, message_id)).endswith(" 1"))
+
+
+async def touch(conn: asyncpg.Connection, community_id: int, message_id: int) -> None:
+    """Bump last_interacted_at (a comment was added): the thread rises in every stream."""
+    await conn.execute(TOUCH, community_id, message_id)
+
+
+# Position bases: the group first, then the body's mentions, then the addressed recipients.
+POSITION_BASE = {"group": 0, "mention": 1000, "addressed": 100000}
+
+
+@dataclass(frozen=True)
+class Recipient:
+    user_id: int | None = None
+    group_id: int | None = None
+    reason: str = "mention"
+
+
+async def add_recipients(
+    conn: asyncpg.Connection,
+    community_id: int,
+    message_id: int,
+    recipients: Sequence[Recipient],
+    comment_id: int | None = None,
+) -> None:
+    """Add recipients in order (duplicates of one already there are skipped)."""
+    if not recipients:
+        return
+    await conn.execute(
+        INSERT_RECIPIENTS, community_id, message_id, comment_id,
+        [r.user_id for r in recipients], [r.group_id for r in recipients],
+        [r.reason for r in recipients],
+        [POSITION_BASE[r.reason] + i for i, r in enumerate(recipients)],
+    )
+
+
+async def clear_message_mentions(conn: asyncpg.Connection, message_id: int) -> None:
+    await conn.execute(DELETE_MESSAGE_MENTIONS, message_id)
+
+
+async def clear_comment_recipients(conn: asyncpg.Connection, comment_id: int) -> None:
+    await conn.execute(DELETE_COMMENT_RECIPIENTS, comment_id)
+
+
+async def recipients(conn: Conn, message_ids: Sequence[int]) -> list[asyncpg.Record]:
+    """Message-level recipients of these messages, in order."""
+    return await conn.fetch(RECIPIENTS, list(message_ids))
+
+
+async def thread_recipients(conn: Conn, message_id: int) -> list[asyncpg.Record]:
+    return await conn.fetch(THREAD_RECIPIENTS, message_id)
+
+
+async def groups(
+    conn: Conn, community_id: int, viewer_id: int, external: bool, group_ids: Sequence[int]
+) -> list[asyncpg.Record]:
+    """Short group rows plus the viewer's role in each and whether they may see it."""
+    return await conn.fetch(GROUPS, community_id, viewer_id, external, list(group_ids))
+
+
+async def group_for_posting(
+    conn: Conn, community_id: int, viewer_id: int, external: bool, group_id: int
+) -> asyncpg.Record | None:
+    return await conn.fetchrow(GROUP_FOR_POSTING, community_id, viewer_id, external, group_id)
+
+
+async def mentionable_users(
+    conn: Conn, community_id: int, names: Sequence[str]
+) -> list[asyncpg.Record]:
+    if not names:
+        return []
+    return await conn.fetch(MENTIONABLE_USERS, community_id, [n.lower() for n in names])
+
+
+async def mentionable_groups(
+    conn: Conn, community_id: int, viewer_id: int, external: bool, names: Sequence[str]
+) -> list[asyncpg.Record]:
+    if not names:
+        return []
+    return await conn.fetch(
+        MENTIONABLE_GROUPS, community_id, viewer_id, external, [n.lower() for n in names]
+    )
+
+
+async def upsert_resources(
+    conn: asyncpg.Connection, community_id: int, urls: Sequence[str]
+) -> list[int]:
+    """Ids of the external resources of these URLs (created when new), in the URLs' order."""
+    distinct = list(dict.fromkeys(urls))
+    if not distinct:
+        return []
+    rows = await conn.fetch(UPSERT_RESOURCES, community_id, distinct)
+    ids = {r["url"]: r["id"] for r in rows}
+    return [ids[u] for u in distinct]
+
+
+async def resources(
+    conn: Conn, community_id: int, ids: Sequence[int]
+) -> list[asyncpg.Record]:
+    return await conn.fetch(RESOURCES, community_id, list(ids))
+
+
+async def hide(
+    conn: asyncpg.Connection, community_id: int, group_id: int, message_id: int, user_id: int
+) -> None:
+    await conn.execute(HIDE, community_id, group_id, message_id, user_id)

@@ -1,0 +1,156 @@
+"""Streams: each user's system streams (created on demand), group streams, and read state.
+
+A stream's `last_activity` is the newest last_interacted_at among the messages it shows the
+viewer (the same conditions as the message lists, storage.messages); `new_updates` is activity
+after the viewer last read it (table stream_reads). Placeholders: `$1` community, `$2` viewer,
+`$3` whether the viewer is an external contributor.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from storage.db import Conn
+from storage.group_visibility import readable_sql
+from storage.messages import FROM, READABLE, STREAM_CONDITIONS, STREAM_KINDS, group_condition
+
+SYSTEM_NAMES = {
+    "home": "Home",
+    "mentions": "@Mentions",
+    "bookmarked": "Bookmarked",
+    "sent": "Sent",
+    "company": "Company",
+}
+# External contributors read no company-wide stream.
+EXTERNAL_KINDS = ("home", "mentions", "bookmarked", "sent")
+
+ENSURE_SYSTEM = """
+INSERT INTO streams (community_id, kind, user_id, name)
+SELECT $1, k.kind, $2, k.name FROM unnest($3::text[], $4::text[]) AS k(kind, name)
+ON CONFLICT (user_id, kind) WHERE user_id IS NOT NULL AND kind <> 'custom' DO NOTHING
+"""
+# The stream of every group the viewer belongs to (normally made with the group).
+ENSURE_GROUP_STREAMS = """
+INSERT INTO streams (community_id, kind, group_id, name)
+SELECT g.community_id, 'group', g.id, g.name
+FROM groups g JOIN group_memberships gm ON gm.group_id = g.id AND gm.user_id = $2
+WHERE g.community_id = $1
+  AND NOT EXISTS (SELECT 1 FROM streams s WHERE s.group_id = g.id AND s.kind = 'group')
+ON CONFLICT (group_id, kind) WHERE group_id IS NOT NULL DO NOTHING
+"""
+
+
+def _latest(condition: str) -> str:
+    return (
+        f"(SELECT m.last_interacted_at FROM {FROM} WHERE m.community_id = $1 AND {READABLE} "
+        f"AND {condition} ORDER BY m.last_interacted_at DESC LIMIT 1)"
+    )
+
+
+LAST_ACTIVITY = (
+    "CASE s.kind "
+    + " ".join(f"WHEN '{k}' THEN {_latest(STREAM_CONDITIONS[k])}" for k in STREAM_KINDS)
+    + f" WHEN 'group' THEN {_latest(group_condition('s.group_id'))} END"
+)
+
+STREAM_COLUMNS = f"""
+s.id, s.kind, s.group_id, s.user_id, s.name, rd.last_read_at, {LAST_ACTIVITY} AS last_activity
+"""
+
+# The viewer's system streams of kinds $4 (in that order), then the streams of the groups they
+# belong to, by group name.
+OF_VIEWER = f"""
+SELECT {STREAM_COLUMNS}
+FROM streams s
+LEFT JOIN groups sg ON sg.id = s.group_id
+LEFT JOIN stream_reads rd ON rd.stream_id = s.id AND rd.user_id = $2
+WHERE s.community_id = $1
+  AND ((s.user_id = $2 AND s.kind = ANY($4::text[]))
+       OR (s.kind = 'group' AND EXISTS (SELECT 1 FROM group_memberships gm
+                                        WHERE gm.group_id = s.group_id AND gm.user_id = $2)))
+ORDER BY s.group_id IS NOT NULL, array_position($4::text[], s.kind), lower(sg.name), s.id
+"""
+
+# One stream the viewer may read: theirs (kinds $5) or the stream of a group they may read.
+BY_ID = f"""
+SELECT {STREAM_COLUMNS}
+FROM streams s
+LEFT JOIN groups sg ON sg.id = s.group_id
+LEFT JOIN stream_reads rd ON rd.stream_id = s.id AND rd.user_id = $2
+WHERE s.community_id = $1 AND s.id = $4
+  AND ((s.user_id = $2 AND s.kind = ANY($5::text[]))
+       OR (s.kind = 'group' AND {readable_sql("sg", "$2", "$3")}))
+"""
+
+MARK_READ = """
+INSERT INTO stream_reads (community_id, user_id, stream_id) VALUES ($1, $2, $3)
+ON CONFLICT (user_id, stream_id) DO UPDATE SET last_read_at = now()
+"""
+# Mark the viewer's system stream of kind $3 (named $4; made if missing) read.
+MARK_KIND_READ = """
+WITH made AS (
+    INSERT INTO streams (community_id, kind, user_id, name) VALUES ($1, $3, $2, $4)
+    ON CONFLICT (user_id, kind) WHERE user_id IS NOT NULL AND kind <> 'custom' DO NOTHING
+    RETURNING id
+), target AS (
+    SELECT id FROM made
+    UNION ALL SELECT s.id FROM streams s WHERE s.user_id = $2 AND s.kind = $3
+)
+INSERT INTO stream_reads (community_id, user_id, stream_id)
+SELECT $1, $2, id FROM target LIMIT 1
+ON CONFLICT (user_id, stream_id) DO UPDATE SET last_read_at = now()
+"""
+MARK_GROUP_READ = """
+INSERT INTO stream_reads (community_id, user_id, stream_id)
+SELECT $1, $2, s.id FROM streams s WHERE s.group_id = $3 AND s.kind = 'group'
+ON CONFLICT (user_id, stream_id) DO UPDATE SET last_read_at = now()
+"""
+
+IS_GROUP_MEMBER_ANYWHERE = """
+SELECT EXISTS (SELECT 1 FROM group_memberships WHERE community_id = $1 AND user_id = $2)
+"""
+
+
+def kinds_for(external: bool) -> tuple[str, ...]:
+    return EXTERNAL_KINDS if external else STREAM_KINDS
+
+
+async def ensure(conn: Conn, community_id: int, viewer_id: int, external: bool) -> None:
+    """Create the viewer's system streams and their groups' streams where missing."""
+    kinds = kinds_for(external)
+    await conn.execute(
+        ENSURE_SYSTEM, community_id, viewer_id, list(kinds), [SYSTEM_NAMES[k] for k in kinds]
+    )
+    await conn.execute(ENSURE_GROUP_STREAMS, community_id, viewer_id)
+
+
+async def of_viewer(
+    conn: Conn, community_id: int, viewer_id: int, external: bool
+) -> list[asyncpg.Record]:
+    return await conn.fetch(
+        OF_VIEWER, community_id, viewer_id, external, list(kinds_for(external))
+    )
+
+
+async def by_id(
+    conn: Conn, community_id: int, viewer_id: int, external: bool, stream_id: int
+) -> asyncpg.Record | None:
+    return await conn.fetchrow(
+        BY_ID, community_id, viewer_id, external, stream_id, list(kinds_for(external))
+    )
+
+
+async def mark_read(conn: Conn, community_id: int, viewer_id: int, stream_id: int) -> None:
+    await conn.execute(MARK_READ, community_id, viewer_id, stream_id)
+
+
+async def mark_kind_read(conn: Conn, community_id: int, viewer_id: int, kind: str) -> None:
+    await conn.execute(MARK_KIND_READ, community_id, viewer_id, kind, SYSTEM_NAMES[kind])
+
+
+async def mark_group_read(conn: Conn, community_id: int, viewer_id: int, group_id: int) -> None:
+    await conn.execute(MARK_GROUP_READ, community_id, viewer_id, group_id)
+
+
+async def belongs_to_a_group(conn: Conn, community_id: int, viewer_id: int) -> bool:
+    return bool(await conn.fetchval(IS_GROUP_MEMBER_ANYWHERE, community_id, viewer_id))

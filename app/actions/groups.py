@@ -1,0 +1,206 @@
+"""Groups: create, update, archive, destroy, join, leave, pin; and the group list filters.
+
+Each action returns the group's FULL row (storage.groups) as it is after the change, read in
+the same transaction, ready for app.render.groups.full_group.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+import asyncpg
+
+from app.access import access_group
+from app.context import Viewer
+from app.errors import Conflict, Forbidden, Invalid
+from storage import groups, memberships
+from storage.db import transaction
+
+PERMISSIONS = ("public", "private", "external_contributor")
+GROUPNAME_MAX = 60
+_GROUPNAME_DROP = re.compile(r"[^A-Za-z0-9_-]")
+_WORD = re.compile(r"\w+")
+
+
+@dataclass
+class GroupFields:
+    """Validated group parameters; None means "not given"."""
+
+    name: str | None = None
+    description: str | None = None
+    permission: str | None = None
+    allow_access_request: bool | None = None
+    chat_enabled: bool | None = None
+
+
+def name_tsquery(q: str) -> str | None:
+    """Word-prefix tsquery text for a group name search (every word, ANDed); None if no word."""
+    words = _WORD.findall(q.lower().replace("_", " "))
+    return " & ".join(f"'{w}':*" for w in words) or None
+
+
+def groupname_for(name: str) -> str:
+    """`Monkey Puzzle` -> `MonkeyPuzzle`, `Café crew` -> `Cafecrew` (ASCII, mentionable)."""
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    return _GROUPNAME_DROP.sub("", ascii_name)[:GROUPNAME_MAX] or "group"
+
+
+def _name_conflict() -> Conflict:
+    return Conflict("Name has already been taken",
+                    fields={"group[name]": ["has already been taken"]})
+
+
+def _checked_name(name: str) -> str:
+    name = " ".join(name.split())
+    if not name:
+        raise Invalid.field("group[name]", "can't be blank")
+    return name
+
+
+def _archived() -> Forbidden:
+    return Forbidden("This group is archived")
+
+
+async def _reload(conn: asyncpg.Connection, viewer: Viewer, group_id: int) -> asyncpg.Record:
+    row = await groups.by_id(conn, viewer.community_id, viewer.id, viewer.is_external, group_id)
+    assert row is not None
+    return row
+
+
+async def create_group(pool: asyncpg.Pool, viewer: Viewer, fields: GroupFields) -> asyncpg.Record:
+    """The creator becomes the group's admin; the group gets its stream (and chat stream)."""
+    if viewer.is_external:
+        raise Forbidden("External contributors can't create groups")
+    if fields.name is None:
+        raise Invalid.field("group[name]", "can't be blank")
+    name = _checked_name(fields.name)
+    try:
+        async with transaction(pool) as conn:
+            if await groups.name_taken(conn, viewer.community_id, name):
+                raise _name_conflict()
+            groupname = await groups.free_groupname(
+                conn, viewer.community_id, groupname_for(name)
+            )
+            group_id = await groups.insert(
+                conn, viewer.community_id, name=name, groupname=groupname,
+                description=fields.description or None,
+                permission=fields.permission or "public",
+                allow_access_request=bool(fields.allow_access_request),
+                chat_enabled=bool(fields.chat_enabled),
+                creator_id=viewer.id or None,
+            )
+            if viewer.id:
+                await memberships.insert(conn, viewer.community_id, group_id, viewer.id, "admin")
+            return await _reload(conn, viewer, group_id)
+    except asyncpg.UniqueViolationError:
+        raise _name_conflict() from None
+
+
+async def update_group(
+    pool: asyncpg.Pool, viewer: Viewer, group_id: int, fields: GroupFields
+) -> asyncpg.Record:
+    """Group admin. The groupname (mentions, URLs) stays as it was made."""
+    changes: dict[str, object] = {}
+    if fields.name is not None:
+        changes["name"] = _checked_name(fields.name)
+    if fields.description is not None:
+        changes["description"] = fields.description or None
+    if fields.permission is not None:
+        changes["permission"] = fields.permission
+    if fields.allow_access_request is not None:
+        changes["allow_access_request"] = fields.allow_access_request
+    if fields.chat_enabled is not None:
+        changes["chat_enabled"] = fields.chat_enabled
+    try:
+        async with transaction(pool) as conn:
+            group = await access_group(conn, viewer, group_id, admin=True)
+            name = changes.get("name")
+            if isinstance(name, str) and name != group["name"]:
+                if await groups.name_taken(conn, viewer.community_id, name, group_id):
+                    raise _name_conflict()
+                await groups.rename_streams(conn, viewer.community_id, group_id, name)
+            if (
+                changes.get("permission", "external_contributor") != "external_contributor"
+                and group["permission"] == "external_contributor"
+                and await memberships.has_external_members(conn, group_id)
+            ):
+                raise Invalid.field(
+                    "group[permission_mode]", "must stay external_contributor while external "
+                    "contributors are members",
+                )
+            await groups.update(conn, viewer.community_id, group_id, changes)
+            if changes.get("chat_enabled"):
+                await groups.ensure_stream(
+                    conn, viewer.community_id, group_id, "group_chat",
+                    str(changes.get("name", group["name"])),
+                )
+            return await _reload(conn, viewer, group_id)
+    except asyncpg.UniqueViolationError:
+        raise _name_conflict() from None
+
+
+async def delete_group(pool: asyncpg.Pool, viewer: Viewer, group_id: int) -> None:
+    """Group admin or community admin; memberships, requests, streams and pins go with it."""
+    async with transaction(pool) as conn:
+        await access_group(conn, viewer, group_id, admin=True)
+        await groups.delete(conn, viewer.community_id, group_id)
+
+
+async def archive_group(pool: asyncpg.Pool, viewer: Viewer, group_id: int) -> asyncpg.Record:
+    """Group admin: state `archived` (readable; joining and posting are refused)."""
+    async with transaction(pool) as conn:
+        await access_group(conn, viewer, group_id, admin=True)
+        await groups.archive(conn, viewer.community_id, group_id)
+        return await _reload(conn, viewer, group_id)
+
+
+async def join_group(pool: asyncpg.Pool, viewer: Viewer, group_id: int) -> asyncpg.Record:
+    """Join a public, active group; joining one you belong to changes nothing."""
+    async with transaction(pool) as conn:
+        group = await access_group(conn, viewer, group_id)
+        if group["viewer_role"] is not None:
+            return group
+        if group["state"] != "active":
+            raise _archived()
+        if group["permission"] != "public" or viewer.is_external:
+            raise Forbidden("This group is private: ask to join it with a membership request")
+        await memberships.insert(conn, viewer.community_id, group_id, viewer.id, "member")
+        await memberships.delete_requests_of(conn, group_id, [viewer.id])
+        return await _reload(conn, viewer, group_id)
+
+
+async def keep_an_admin(conn: asyncpg.Connection, group_id: int, field: str) -> None:
+    """Refuse to take away the last admin of a group (call with the group locked)."""
+    if await memberships.admin_count(conn, group_id) <= 1:
+        raise Invalid("A group must keep at least one admin",
+                      fields={field: ["is the last admin of the group"]})
+
+
+async def leave_group(pool: asyncpg.Pool, viewer: Viewer, group_id: int) -> asyncpg.Record:
+    """Leave a group you belong to, unless you are its last admin (422)."""
+    async with transaction(pool) as conn:
+        await access_group(conn, viewer, group_id)
+        await groups.lock(conn, viewer.community_id, group_id)
+        current = await memberships.by_user(conn, group_id, viewer.id)
+        if current is None:
+            raise Invalid("You are not a member of this group",
+                          fields={"group_id": ["is not a group you belong to"]})
+        if current["role"] == "admin":
+            await keep_an_admin(conn, group_id, "group_id")
+        await memberships.delete(conn, group_id, viewer.id)
+        return await _reload(conn, viewer, group_id)
+
+
+async def pin_group(
+    pool: asyncpg.Pool, viewer: Viewer, group_id: int, pinned: bool
+) -> asyncpg.Record:
+    """Pin (or unpin) a group the viewer can see; both are idempotent."""
+    async with transaction(pool) as conn:
+        group = await access_group(conn, viewer, group_id)
+        if pinned:
+            await groups.pin(conn, viewer.id, group_id)
+        else:
+            await groups.unpin(conn, viewer.id, group_id)
+        return group

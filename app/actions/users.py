@@ -14,7 +14,7 @@ from app.context import Viewer
 from app.errors import Conflict, Forbidden, Invalid
 from app.passwords import Passwords
 from app.render.users import full_user
-from storage import custom_fields, users
+from storage import custom_fields, memberships, users
 from storage.db import transaction
 
 ROLES = ("member", "tenant_admin", "external_contributor")
@@ -104,7 +104,8 @@ def _check_password(password: str) -> str:
 
 def _username_from(fields: UserFields, email: str) -> str:
     base = re.sub(r"[^A-Za-z0-9]", "", f"{fields.first_name or ''}{fields.last_name or ''}")
-    return base or re.sub(r"[^A-Za-z0-9_.-]", "", email.split("@")[0]) or "user"
+    base = base or re.sub(r"[^A-Za-z0-9_.-]", "", email.split("@")[0]) or "user"
+    return base[:50]  # room for a counter within the 60 characters of a username
 
 
 async def _free_username(conn: asyncpg.Connection, community_id: int, wanted: str) -> str:
@@ -190,6 +191,8 @@ async def create_user(
             )
             if fields.custom_fields:
                 await _apply_custom_fields(conn, viewer, row["id"], fields.custom_fields)
+            # Groups that invited this e-mail address before the account existed.
+            await memberships.accept_invitations(conn, viewer.community_id, row["id"], email)
     except asyncpg.UniqueViolationError as exc:
         raise _conflict(exc) from None
     return row
@@ -198,6 +201,8 @@ async def create_user(
 async def update_user(
     pool: asyncpg.Pool, passwords: Passwords, viewer: Viewer, user_id: int, fields: UserFields
 ) -> asyncpg.Record:
+    if viewer.id != user_id:
+        await access_user(pool, viewer, user_id)  # another community's user is a 404, not a 403
     require_self_or_admin(viewer, user_id)
     changes: dict[str, Any] = {}
     if fields.role is not None:
@@ -236,6 +241,10 @@ async def update_user(
                 await _keep_an_admin(conn, viewer.community_id, user_id)
             row = await users.update(conn, viewer.community_id, user_id, changes)
             assert row is not None
+            if "email" in changes and changes["email"].lower() != current["email"].lower():
+                await memberships.accept_invitations(
+                    conn, viewer.community_id, user_id, changes["email"]
+                )
             if fields.custom_fields:
                 await _apply_custom_fields(conn, viewer, user_id, fields.custom_fields)
     except asyncpg.UniqueViolationError as exc:
@@ -246,20 +255,23 @@ async def update_user(
 
 
 async def _keep_an_admin(conn: asyncpg.Connection, community_id: int, user_id: int) -> None:
-    others = await conn.fetchval(
-        "SELECT count(*) FROM users WHERE community_id = $1 AND role = 'tenant_admin' "
-        "AND state = 'active' AND id <> $2",
-        community_id, user_id,
+    # Lock every active admin, in id order: two admins demoting or deactivating each other at
+    # once then go one after the other, and the second sees the first's change (a plain count
+    # let both through and left the community with no admin).
+    admins = await conn.fetch(
+        "SELECT id FROM users WHERE community_id = $1 AND role = 'tenant_admin' "
+        "AND state = 'active' ORDER BY id FOR UPDATE",
+        community_id,
     )
-    if not others:
+    if not any(r["id"] != user_id for r in admins):
         raise Invalid("A community must keep at least one active admin",
                       fields={"user": ["is the last active admin"]})
 
 
 async def deactivate_user(pool: asyncpg.Pool, viewer: Viewer, user_id: int) -> asyncpg.Record:
-    require_admin(viewer)
     async with transaction(pool) as conn:
         current = await access_user(conn, viewer, user_id)
+        require_admin(viewer)
         if current["role"] == "tenant_admin" and current["state"] == "active":
             await _keep_an_admin(conn, viewer.community_id, user_id)
         row = await users.set_state(conn, viewer.community_id, user_id, "inactive")

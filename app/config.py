@@ -52,6 +52,8 @@ class ApnsSettings:
 class FcmSettings:
     project_id: str | None
     credentials_file: str | None
+    # the FCM HTTP v1 base URL (FCM_API_URL); None: https://fcm.googleapis.com
+    api_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ class Settings:
             fcm = FcmSettings(
                 project_id=_str(env, "FCM_PROJECT_ID"),
                 credentials_file=_str(env, "FCM_CREDENTIALS_FILE"),
+                api_url=_str(env, "FCM_API_URL"),
             )
         return cls(
             database_url=_str(env, "DATABASE_URL"),

@@ -48,3 +48,22 @@ def attachment_url(base: str, attachment_id: int) -> str:
 
 def asset_url(base: str, path: str) -> str:
     return f"{base}/assets/{path}"
+
+
+def external_system_url(base: str, system_id: int, name: str) -> str:
+    slug = slugify(name)
+    return f"{base}/external_systems/{system_id}-{slug}" if slug else \
+        f"{base}/external_systems/{system_id}"
+
+
+def reach_extension_url(base: str, extension_id: int) -> str:
+    return f"{base}/api/reach_extensions/{extension_id}"
+
+
+def reach_extension_permalink(base: str, extension_id: int) -> str:
+    return f"{base}/reach_extensions/{extension_id}"
+
+
+def webhook_url(base: str, identifier: str, secret: str) -> str:
+    """The incoming address of a group webhook: it carries the secret."""
+    return f"{base}/api/webhooks/{identifier}/{secret}"

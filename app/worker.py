@@ -1,33 +1,120 @@
-"""`commons worker`: background jobs (push delivery, thumbnails, event pruning)."""
+"""`commons worker`: background jobs (push delivery, thumbnails, event pruning).
+
+Two kinds of work run side by side:
+- the push delivery loop (push/worker.py), woken by NOTIFY when jobs commit;
+- periodic jobs (JOBS), each at its own interval: pruning realtime events older than
+  EVENT_RETENTION, and uploads nobody attached to anything (app.actions.attachments).
+With once=True, every periodic job runs once and the due pushes are delivered once.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import asyncpg
 
 from app.config import Settings
+from storage.blobs import BlobStore
 
 log = logging.getLogger("commons.worker")
 
+EVENT_RETENTION = timedelta(days=7)
+TICK = 5.0
 
-async def run_worker(settings: Settings, *, once: bool = False) -> None:
-    """Runs the registered periodic jobs until stopped (or one round with once=True)."""
+
+@dataclass
+class WorkerContext:
+    pool: asyncpg.Pool
+    settings: Settings
+    blobs: BlobStore
+
+
+@dataclass
+class Periodic:
+    """A job run every `every` seconds (the first time at start)."""
+
+    name: str
+    every: float
+    run: Callable[[WorkerContext], Awaitable[object]]
+    last: float | None = field(default=None)
+
+    def due(self, now: float) -> bool:
+        return self.last is None or now - self.last >= self.every
+
+
+async def prune_events(ctx: WorkerContext) -> int:
+    from storage.events import prune_events as prune
+
+    async with ctx.pool.acquire() as conn:  # outside a transaction: each batch commits alone
+        deleted = await prune(conn, EVENT_RETENTION)
+    if deleted:
+        log.info("pruned %d realtime events older than %s", deleted, EVENT_RETENTION)
+    return deleted
+
+
+async def prune_uploads(ctx: WorkerContext) -> int:
+    from app.actions.attachments import prune_unclaimed
+
+    deleted = await prune_unclaimed(ctx.pool, ctx.blobs)
+    if deleted:
+        log.info("pruned %d unclaimed uploads", deleted)
+    return deleted
+
+
+JOBS: list[Periodic] = [
+    Periodic("prune_events", 3600.0, prune_events),
+    Periodic("prune_uploads", 3600.0, prune_uploads),
+]
+
+
+async def _periodic(ctx: WorkerContext, jobs: list[Periodic], stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        await _run_due(ctx, jobs)
+        try:
+            await asyncio.wait_for(stop.wait(), TICK)
+        except TimeoutError:
+            pass
+
+
+async def _run_due(ctx: WorkerContext, jobs: list[Periodic], *, all_: bool = False) -> None:
+    for job in jobs:
+        now = time.monotonic()
+        if not (all_ or job.due(now)):
+            continue
+        job.last = now
+        try:
+            await job.run(ctx)
+        except Exception:
+            log.exception("job %s failed", job.name)
+
+
+async def run_worker(
+    settings: Settings, *, once: bool = False, stop: asyncio.Event | None = None
+) -> None:
+    """Runs push delivery and the periodic jobs until `stop` is set (or the process is
+    stopped), or one round of each with once=True."""
+    from push.worker import PushWorker, open_providers
+    from storage.blobs import open_blob_store
     from storage.db import create_pool
 
     assert settings.database_url
-    pool = await create_pool(settings.database_url, size=4)
-    try:
-        while True:
-            for job in JOBS:
-                try:
-                    await job(pool, settings)
-                except Exception:
-                    log.exception("job %s failed", job.__name__)
-            if once:
-                return
-            await asyncio.sleep(5)
-    finally:
-        await pool.close()
-
-
-JOBS: list = []
+    stop = stop or asyncio.Event()
+    async with AsyncExitStack() as stack:
+        pool = await create_pool(settings.database_url, size=4)
+        stack.push_async_callback(pool.close)
+        blobs = await stack.enter_async_context(open_blob_store(settings.s3, settings.data_dir))
+        providers = await stack.enter_async_context(open_providers(settings.apns, settings.fcm))
+        ctx = WorkerContext(pool, settings, blobs)
+        pusher = PushWorker(pool, providers)
+        jobs = [Periodic(j.name, j.every, j.run) for j in JOBS]  # fresh timers per run
+        if once:
+            await _run_due(ctx, jobs, all_=True)
+            await pusher.run_once()
+            return
+        await asyncio.gather(pusher.run(stop), _periodic(ctx, jobs, stop))

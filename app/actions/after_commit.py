@@ -14,15 +14,33 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import asyncpg
+
+from realtime.hub import Hub
 
 log = logging.getLogger("commons.after_commit")
 
 Step = Callable[[], Awaitable[None]]
 
 
+@dataclass(frozen=True)
+class Outbox:
+    """What after-commit work that writes and publishes needs (the feed hooks: notifications,
+    their events and push jobs): the pool for a transaction of its own, and the hub (None:
+    the events are stored, and sockets get them when their hub next reads PostgreSQL)."""
+
+    pool: asyncpg.Pool
+    hub: Hub | None = None
+
+
 class AfterCommit:
-    def __init__(self) -> None:
+    def __init__(self, outbox: Outbox | None = None) -> None:
         self.steps: list[Step] = []
+        # None: the hooks that need it (feed_hooks) do nothing, e.g. for a caller that has
+        # no hub to publish with yet
+        self.outbox = outbox
 
     def add(self, step: Step) -> None:
         self.steps.append(step)

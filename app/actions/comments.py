@@ -16,7 +16,7 @@ import asyncpg
 
 from app.access import access_comment, access_message, may_comment, may_delete_comment
 from app.actions import feed_hooks
-from app.actions.after_commit import AfterCommit
+from app.actions.after_commit import AfterCommit, Outbox
 from app.actions.attachments import claim_attachments, delete_blobs
 from app.actions.messages import attachments_of, process_body
 from app.context import Viewer
@@ -26,6 +26,7 @@ from app.render.feed import FeedData
 from app.render.groups_short import recipient_group
 from app.render.messages import tag
 from app.render.users import recipient_user
+from realtime.hub import Hub
 from storage import attachments as attachment_storage
 from storage import comments as comment_storage
 from storage import likes as like_storage
@@ -135,10 +136,11 @@ class NewComment:
 
 
 async def create_comment(
-    pool: asyncpg.Pool, viewer: Viewer, base: str, message_id: int, new: NewComment
+    pool: asyncpg.Pool, viewer: Viewer, base: str, message_id: int, new: NewComment,
+    hub: Hub | None = None,
 ) -> int:
     text = _text(new.text, bool(new.attachment_ids))
-    after = AfterCommit()
+    after = AfterCommit(Outbox(pool, hub))
     async with transaction(pool) as conn:
         message = await access_message(conn, viewer, message_id)
         if not may_comment(viewer, message):
@@ -162,7 +164,7 @@ async def create_comment(
 
         async def created() -> None:
             await feed_hooks.comment_created(
-                community_id, message_id, comment_id, author_id, mentioned
+                after.outbox, community_id, message_id, comment_id, author_id, mentioned
             )
 
         after.add(created)

@@ -27,7 +27,7 @@ import asyncpg
 
 from app.access import access_message, may_comment, may_edit_message
 from app.actions import feed_hooks
-from app.actions.after_commit import AfterCommit
+from app.actions.after_commit import AfterCommit, Outbox
 from app.actions.attachments import claim_attachments, delete_blobs
 from app.actions.thanks_extensions import thanks_extensions
 from app.context import Viewer
@@ -38,6 +38,7 @@ from app.render.attachments import attachments_and_media_files
 from app.render.feed import FeedData
 from app.render.messages import is_shareable, message
 from app.urls import group_url, user_url
+from realtime.hub import Hub
 from storage import attachments as attachment_storage
 from storage import comments as comment_storage
 from storage import likes as like_storage
@@ -453,18 +454,21 @@ async def insert_message(
     ))
     community_id, author_id = viewer.community_id, viewer.id
 
+    outbox = after.outbox
+
     async def created() -> None:
-        await feed_hooks.message_created(community_id, message_id, author_id, mentioned)
+        await feed_hooks.message_created(outbox, community_id, message_id, author_id, mentioned)
 
     after.add(created)
     return message_id
 
 
 async def create_message(
-    pool: asyncpg.Pool, viewer: Viewer, base: str, new: NewMessage
+    pool: asyncpg.Pool, viewer: Viewer, base: str, new: NewMessage, hub: Hub | None = None
 ) -> int:
-    """Post a message in its own transaction, then run the after-commit steps; its id."""
-    after = AfterCommit()
+    """Post a message in its own transaction, then run the after-commit steps (notifications,
+    published with `hub`); its id."""
+    after = AfterCommit(Outbox(pool, hub))
     async with transaction(pool) as conn:
         message_id = await insert_message(conn, viewer, base, new, after)
     await after.run()
@@ -484,9 +488,10 @@ class MessageChanges:
 
 
 async def update_message(
-    pool: asyncpg.Pool, viewer: Viewer, base: str, message_id: int, changes: MessageChanges
+    pool: asyncpg.Pool, viewer: Viewer, base: str, message_id: int, changes: MessageChanges,
+    hub: Hub | None = None,
 ) -> None:
-    after = AfterCommit()
+    after = AfterCommit(Outbox(pool, hub))
     async with transaction(pool) as conn:
         row = await access_message(conn, viewer, message_id)
         if not may_edit_message(viewer, row):
@@ -515,7 +520,7 @@ async def update_message(
         community_id = viewer.community_id
 
         async def updated() -> None:
-            await feed_hooks.message_updated(community_id, message_id, new_ids)
+            await feed_hooks.message_updated(after.outbox, community_id, message_id, new_ids)
 
         after.add(updated)
     await after.run()

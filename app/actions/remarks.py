@@ -17,6 +17,7 @@ import asyncpg
 from app.access import access_conversation
 from app.actions import attachments as attachment_actions
 from app.actions.messages import Limits, load_feed
+from app.actions.notifications import enqueue_remark_push
 from app.context import Viewer
 from app.errors import Invalid
 from app.markup.entities import extract_mentions
@@ -200,6 +201,7 @@ async def post_in_transaction(
     row = await activities.by_id(conn, cid, activity_id)
     assert row is not None
     await conversations.record_activity(conn, cid, row)
+    await enqueue_remark_push(conn, conversation, row)  # the other members' devices
     rendered = (await render_activities(conn, viewer, [row], base))[0]
     event = NewEvent(conversation_channel(cid), "remark.created", rendered)
     return rendered, [event], True

@@ -19,7 +19,7 @@ from app.actions.comments import NewComment
 from app.context import community_of, viewer_of
 from app.errors import BadRequest, Invalid
 from app.params import IdList, PageParam, UploadedFile, page_of, parse, path_id, read_params
-from app.resources import blobs_of, pool_of, settings_of
+from app.resources import blobs_of, hub_of, pool_of, settings_of
 from app.responses import created, json_response, no_content
 from app.views.messages import OptionalInt
 
@@ -73,7 +73,7 @@ async def create_comment(request: web.Request) -> web.Response:
     uploaded = await _upload(request, params.attachment)
     comment_id = await actions.create_comment(
         pool, viewer, base, message_id,
-        NewComment(params.text, [*params.attachment_ids, *uploaded]),
+        NewComment(params.text, [*params.attachment_ids, *uploaded]), hub_of(request),
     )
     async with pool.acquire() as conn:
         rendered = await actions.render_comment(conn, viewer, base, message_id, comment_id)

@@ -12,7 +12,7 @@ from app.actions import follows as actions
 from app.actions.users import full_users
 from app.context import community_of, viewer_of
 from app.params import page_of, path_id, read_params
-from app.resources import pool_of
+from app.resources import hub_of, pool_of
 from app.responses import created, json_response, no_content
 from storage import users
 
@@ -41,7 +41,7 @@ async def follow(request: web.Request) -> web.Response:
     viewer = viewer_of(request)
     user_id = path_id(request, "user_id")
     pool = pool_of(request)
-    await actions.follow(pool, viewer, user_id)
+    await actions.follow(pool, viewer, user_id, hub_of(request))
     row = await users.full_by_id(pool, viewer.community_id, viewer.id, user_id)
     assert row is not None
     rendered = await full_users(pool, viewer, [row], community_of(request).base_url)

@@ -23,7 +23,7 @@ from app.errors import BadRequest, Invalid, NotFound
 from app.params import IdList, OptionalId, PageParam, page_of, param_id, parse, path_id, read_params
 from app.render.messages import created_message
 from app.render.times import from_epoch
-from app.resources import blobs_of, pool_of
+from app.resources import blobs_of, hub_of, pool_of
 from app.responses import created, json_response, no_content
 from storage import messages as message_storage
 from storage import streams as stream_storage
@@ -352,7 +352,8 @@ async def create_message(request: web.Request) -> web.Response:
     body = await parse(request, MessageCreateBody)
     viewer = viewer_of(request)
     message_id = await actions.create_message(
-        pool_of(request), viewer, community_of(request).base_url, new_message(body.message)
+        pool_of(request), viewer, community_of(request).base_url, new_message(body.message),
+        hub_of(request),
     )
     return created({"message": await render_created(request, message_id)})
 
@@ -368,7 +369,8 @@ async def create_stream_message(request: web.Request) -> web.Response:
     if stream["kind"] not in ("group", *message_storage.STREAM_KINDS):
         raise NotFound("Stream not found")
     message_id = await actions.create_message(
-        pool, viewer, community_of(request).base_url, new_message(body.message, group_id=group_id)
+        pool, viewer, community_of(request).base_url, new_message(body.message, group_id=group_id),
+        hub_of(request),
     )
     return created({"message": await render_created(request, message_id)})
 
@@ -385,7 +387,7 @@ async def update_message(request: web.Request) -> web.Response:
     params = (await parse(request, MessageUpdateBody)).message
     await actions.update_message(
         pool_of(request), viewer_of(request), community_of(request).base_url, message_id,
-        MessageChanges(body=params.body, title=params.title, url=params.url),
+        MessageChanges(body=params.body, title=params.title, url=params.url), hub_of(request),
     )
     return json_response({"message": await _render_one(request, message_id)})
 

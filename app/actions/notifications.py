@@ -1,0 +1,418 @@
+"""Notifications: making them (for the actions that announce something), listing them and
+marking them read; and the push jobs that go with them and with conversation remarks.
+
+Making: the `notify_*` functions run inside the caller's transaction. Each inserts the rows in
+one statement (storage/notifications.py: never the actor, only active users of the community,
+and only users who may read the message it is about), enqueues the push jobs for the
+recipients' `main` devices whose switches allow it (push/jobs.py, one statement, visible to
+`commons worker` once the transaction commits), and returns the `notification.created` events,
+one per recipient on `user:<id>` with the Notification JSON. The caller appends them with
+`storage.events.append_events` as the last statement of its transaction and publishes them
+after commit:
+
+    async with transaction(pool) as conn:
+        ...the change...
+        events = await notifications.notify_follow(conn, viewer, followed_id)
+        published = await event_store.append_events(conn, viewer.community_id, events)
+    await hub.publish(published)
+
+Feed hooks (app/actions/feed_hooks.py) run after the message's own commit and do the same in
+a transaction of their own (`deliver`).
+
+Which filter, verb and device switch:
+
+| what happened                                   | filter      | verb      | device switch     |
+|-------------------------------------------------|-------------|-----------|-------------------|
+| @mention in a message or comment                | at_mentions | mentioned | push_mentions     |
+| comment on your message / a thread you are in   | replies     | commented | push_replies      |
+| announcement (broadcast_message)                | broadcast   | announced | push_announcements|
+| someone follows you                             | followers   | followed  | push_enabled only |
+| thanks received                                 | thanks      | thanked   | push_enabled only |
+| added to a group                                | groups      | added     | push_enabled only |
+| membership request approved                     | groups      | approved  | push_enabled only |
+
+One event gives one notification per person: someone @mentioned in a comment gets at_mentions,
+not also replies; someone @mentioned in an announcement gets at_mentions, not also broadcast;
+the recipients of a thanks get thanks, not at_mentions for being addressed by its
+announcement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import asyncpg
+
+from app.actions.after_commit import Outbox
+from app.context import Viewer
+from app.errors import NotFound
+from app.render.notifications import notification as render_notification
+from app.render.users import display_name
+from app.urls import comment_permalink, group_url, message_permalink, user_url
+from push import jobs as push_jobs
+from push.jobs import PushMessage
+from realtime.events import Event, NewEvent, user_channel
+from realtime.hub import Hub
+from storage import conversations as conversation_store
+from storage import events as event_store
+from storage import notifications as store
+from storage import users as user_store
+from storage.db import Conn, transaction
+from storage.notifications import FILTERS, Subject
+
+TEXT_LIMIT = 200
+"""notifiable_text and push bodies: the first characters of the text, whitespace folded."""
+
+SWITCH_OF_FILTER = {
+    "at_mentions": "push_mentions",
+    "broadcast": "push_announcements",
+    "replies": "push_replies",
+}
+# "<sender name> <phrase>": the title of a notification's push
+PUSH_PHRASES = {
+    ("at_mentions", "mentioned"): "mentioned you",
+    ("replies", "commented"): "commented on a conversation you are in",
+    ("broadcast", "announced"): "made an announcement",
+    ("followers", "followed"): "started following you",
+    ("thanks", "thanked"): "thanked you",
+    ("groups", "added"): "added you to a group",
+    ("groups", "approved"): "approved your request to join a group",
+}
+NOTIFICATION_CREATED = "notification.created"
+NOTIFICATION_READ = "notification.read"
+THANKS_MESSAGE_TYPE = "thanks"
+
+
+def excerpt(text: str | None, limit: int = TEXT_LIMIT) -> str | None:
+    if not text:
+        return None
+    flat = " ".join(text.split())
+    if not flat:
+        return None
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "\u2026"
+
+
+# --- making notifications (inside the caller's transaction) ----------------------------------
+
+
+async def notify_users(
+    conn: asyncpg.Connection,
+    community_id: int,
+    sender_id: int | None,
+    user_ids: Sequence[int],
+    subject: Subject,
+) -> list[NewEvent]:
+    """Notify `user_ids` (minus the sender, inactive users, and, for a message, whoever may not
+    read it) of `subject`; their `notification.created` events."""
+    rows = await store.insert_for_users(conn, community_id, sender_id, user_ids, subject)
+    return await _announce(conn, community_id, sender_id, subject, rows)
+
+
+async def notify_readers(
+    conn: asyncpg.Connection,
+    community_id: int,
+    sender_id: int | None,
+    subject: Subject,
+    exclude: Sequence[int] = (),
+) -> list[NewEvent]:
+    """Notify everyone who may read the subject's message (one INSERT ... SELECT)."""
+    rows = await store.insert_for_readers(conn, community_id, sender_id, subject, exclude)
+    return await _announce(conn, community_id, sender_id, subject, rows)
+
+
+async def _announce(
+    conn: asyncpg.Connection,
+    community_id: int,
+    sender_id: int | None,
+    subject: Subject,
+    rows: Sequence[asyncpg.Record],
+) -> list[NewEvent]:
+    """Events and push jobs for freshly inserted notification rows."""
+    if not rows:
+        return []
+    context = await store.sender_and_base(conn, community_id, sender_id)
+    assert context is not None
+    base: str = context["base_url"]
+    sender = context if context["id"] is not None else None
+    name = display_name(sender) if sender is not None else context["community_name"]
+    phrase = PUSH_PHRASES.get((subject.filter, subject.verb), subject.verb)
+    if subject.filter == "groups" and subject.notifiable_text:
+        phrase = phrase.replace("a group", subject.notifiable_text)
+    title = f"{name} {phrase}"
+    body = subject.notifiable_text or ""
+    switch = SWITCH_OF_FILTER.get(subject.filter)
+    events: list[NewEvent] = []
+    entries: list[tuple[int, Mapping[str, Any]]] = []
+    for row in rows:
+        data = render_notification(row, sender, base)
+        events.append(NewEvent(user_channel(row["user_id"]), NOTIFICATION_CREATED, data))
+        message = PushMessage(
+            title=title, body=body, thread=f"{subject.notifiable_type}:{subject.notifiable_id}",
+            data={"type": "notification", "notification_id": str(row["id"]),
+                  "filter": subject.filter, "url": data["notifiable_url"]},
+        )
+        check = {"switch": switch, "notification_id": row["id"]}
+        entries.append((row["user_id"], push_jobs.payload(message, check)))
+    await push_jobs.enqueue(
+        conn, community_id, "notification", entries, notification_type="main", switch=switch
+    )
+    return events
+
+
+def _message_text(row: Mapping[str, Any]) -> str | None:
+    return excerpt(row["title"]) or excerpt(row["body"])
+
+
+async def notify_new_message(
+    conn: asyncpg.Connection,
+    community_id: int,
+    message_id: int,
+    author_id: int,
+    mentioned_user_ids: Sequence[int],
+) -> list[NewEvent]:
+    """@mentions (and addressed recipients) of a new message get at_mentions; an announcement
+    also notifies everyone else who may read it (broadcast)."""
+    message = await store.message_subject(conn, community_id, message_id)
+    if message is None:
+        return []
+    mentioned = list(mentioned_user_ids)
+    if message["message_type"] == THANKS_MESSAGE_TYPE and mentioned:
+        thanked = set(await store.addressed_users(conn, message_id))  # notify_thanks does them
+        mentioned = [u for u in mentioned if u not in thanked]
+    path = message_permalink("", message_id, message["title"] or None)
+    text = _message_text(message)
+    events = await notify_users(conn, community_id, author_id, mentioned, Subject(
+        "at_mentions", "mentioned", "Message", message_id, text, path, message_id=message_id,
+    ))
+    if message["is_announcement"]:
+        events += await notify_readers(conn, community_id, author_id, Subject(
+            "broadcast", "announced", "Message", message_id, text, path, message_id=message_id,
+        ), exclude=mentioned)
+    return events
+
+
+async def notify_message_mentions(
+    conn: asyncpg.Connection,
+    community_id: int,
+    message_id: int,
+    user_ids: Sequence[int],
+) -> list[NewEvent]:
+    """Users @mentioned by an edit who were not before (at_mentions, sent by the author)."""
+    message = await store.message_subject(conn, community_id, message_id)
+    if message is None or not user_ids:
+        return []
+    path = message_permalink("", message_id, message["title"] or None)
+    return await notify_users(conn, community_id, message["user_id"], user_ids, Subject(
+        "at_mentions", "mentioned", "Message", message_id, _message_text(message), path,
+        message_id=message_id,
+    ))
+
+
+async def notify_new_comment(
+    conn: asyncpg.Connection,
+    community_id: int,
+    message_id: int,
+    comment_id: int,
+    author_id: int,
+    mentioned_user_ids: Sequence[int],
+) -> list[NewEvent]:
+    """@mentions in the comment get at_mentions; the message's author and everyone else who
+    commented on it get replies."""
+    comment = await store.comment_subject(conn, community_id, message_id, comment_id)
+    if comment is None:
+        return []
+    path = comment_permalink("", message_id, comment["message_title"] or None, comment_id)
+    text = excerpt(comment["text"])
+    mentioned = list(mentioned_user_ids)
+    events = await notify_users(conn, community_id, author_id, mentioned, Subject(
+        "at_mentions", "mentioned", "Comment", comment_id, text, path,
+        message_id=message_id, comment_id=comment_id,
+    ))
+    taken = set(mentioned)
+    participants = [
+        u for u in await store.thread_participants(conn, community_id, message_id)
+        if u not in taken
+    ]
+    events += await notify_users(conn, community_id, author_id, participants, Subject(
+        "replies", "commented", "Comment", comment_id, text, path,
+        message_id=message_id, comment_id=comment_id,
+    ))
+    return events
+
+
+async def notify_follow(
+    conn: asyncpg.Connection, viewer: Viewer, followed_id: int
+) -> list[NewEvent]:
+    """`viewer` started following `followed_id` (followers; the notifiable is the follower)."""
+    follower = viewer.row
+    if follower is None or follower.get("username") is None:
+        follower = await user_store.by_id(conn, viewer.community_id, viewer.id)
+    if follower is None:
+        return []
+    path = user_url("", viewer.id, follower["username"])
+    return await notify_users(conn, viewer.community_id, viewer.id, [followed_id], Subject(
+        "followers", "followed", "User", viewer.id, None, path,
+    ))
+
+
+async def notify_thanks(
+    conn: asyncpg.Connection,
+    viewer: Viewer,
+    thanks_id: int,
+    recipient_ids: Sequence[int],
+    body: str,
+) -> list[NewEvent]:
+    """The recipients of a thanks (thanks; the notifiable is the Thanks)."""
+    return await notify_users(conn, viewer.community_id, viewer.id, recipient_ids, Subject(
+        "thanks", "thanked", "Thanks", thanks_id, excerpt(body), f"/thanks/{thanks_id}",
+    ))
+
+
+async def notify_group_membership(
+    conn: asyncpg.Connection,
+    viewer: Viewer,
+    group_id: int,
+    user_ids: Sequence[int],
+    *,
+    approved: bool = False,
+) -> list[NewEvent]:
+    """`user_ids` were added to the group by `viewer` (verb added), or their membership request
+    was approved (approved=True: verb approved). The notifiable is the Group; its text the
+    group's name. Pass only users who were not members before."""
+    group = await store.group_subject(conn, viewer.community_id, group_id)
+    if group is None or not user_ids:
+        return []
+    path = group_url("", group_id, group["groupname"])
+    return await notify_users(
+        conn, viewer.community_id, viewer.id or None, user_ids,
+        Subject("groups", "approved" if approved else "added", "Group", group_id,
+                group["name"], path, group_id=group_id),
+    )
+
+
+# --- push for conversation remarks -----------------------------------------------------------
+
+
+async def enqueue_remark_push(
+    conn: asyncpg.Connection,
+    conversation: Mapping[str, Any],
+    activity: Mapping[str, Any],
+) -> int:
+    """Inside the remark's transaction: a push job for every other current member's
+    `conversations` devices with push_conversation_activity on. The worker sends it only if
+    the member has not acknowledged the remark by then. How many jobs were made."""
+    author_id = activity["actor_id"]
+    members = [
+        u for u in await conversation_store.member_ids(conn, conversation["id"]) if u != author_id
+    ]
+    if not members:
+        return 0
+    author = display_name({
+        "first_name": activity["actor_first_name"], "last_name": activity["actor_last_name"],
+        "username": activity["actor_username"],
+    })
+    text = excerpt(activity["text"])
+    if text is None:
+        text = "shared a message" if activity["shared_message_id"] else "sent an attachment"
+        text = f"{author} {text}"
+    title = conversation["name"] or author
+    body = text if title == author else f"{author}: {text}"
+    message = PushMessage(
+        title=title, body=body, thread=f"conversation:{conversation['id']}",
+        data={"type": "remark", "conversation_id": str(conversation["id"]),
+              "activity_id": str(activity["id"])},
+    )
+    check = {"switch": "push_conversation_activity", "conversation_id": conversation["id"],
+             "activity_id": activity["id"]}
+    payload = push_jobs.payload(message, check)
+    return await push_jobs.enqueue(
+        conn, conversation["community_id"], "remark", [(u, payload) for u in members],
+        notification_type="conversations", switch="push_conversation_activity",
+    )
+
+
+# --- after commit ----------------------------------------------------------------------------
+
+
+async def deliver(
+    outbox: Outbox,
+    community_id: int,
+    make: Callable[[asyncpg.Connection], Awaitable[list[NewEvent]]],
+) -> list[Event]:
+    """Run `make` in a transaction of its own (notifications, push jobs), append its events
+    last, then publish them: for work done after another transaction's commit."""
+    async with transaction(outbox.pool) as conn:
+        events = await make(conn)
+        published = await event_store.append_events(conn, community_id, events)
+    if outbox.hub is not None:
+        await outbox.hub.publish(published)
+    return published
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def check_filter(value: str | None) -> str | None:
+    """A filter of the list; an unknown one names nothing (404)."""
+    if value is None:
+        return None
+    if value not in FILTERS:
+        raise NotFound("No such notification filter")
+    return value
+
+
+async def list_notifications(
+    conn: Conn, viewer: Viewer, base: str, filter_: str | None, offset: int, limit: int
+) -> dict[str, Any]:
+    """GET /api/notifications(/:filter): counts and a page, most recent first (3 queries)."""
+    total, unread = await store.counts(conn, viewer.community_id, viewer.id, filter_)
+    rows = await store.page(conn, viewer.community_id, viewer.id, filter_, offset, limit)
+    sender_ids = {r["sent_by_user_id"] for r in rows if r["sent_by_user_id"] is not None}
+    senders = {
+        u["id"]: u for u in await user_store.by_ids(conn, viewer.community_id, list(sender_ids))
+    } if sender_ids else {}
+    return {
+        "notifications_count": total,
+        "unread_notifications_count": unread,
+        "notifications": [
+            render_notification(r, senders.get(r["sent_by_user_id"]), base) for r in rows
+        ],
+    }
+
+
+def _read_event(user_id: int, ids: Sequence[int], unread: int) -> NewEvent:
+    return NewEvent(user_channel(user_id), NOTIFICATION_READ,
+                    {"ids": list(ids), "unread_notifications_count": unread})
+
+
+async def mark_read(pool: asyncpg.Pool, hub: Hub | None, viewer: Viewer,
+                    notification_id: int) -> None:
+    """POST /api/notifications/:id/read: 404 unless it is the viewer's. Reading one already
+    read changes nothing (and sends no event)."""
+    published: list[Event] = []
+    async with transaction(pool) as conn:
+        was_read = await store.mark_read(conn, viewer.community_id, viewer.id, notification_id)
+        if was_read is None:
+            raise NotFound("Notification not found")
+        if not was_read:
+            unread = await store.unread_count(conn, viewer.community_id, viewer.id)
+            published = await event_store.append_events(
+                conn, viewer.community_id, [_read_event(viewer.id, [notification_id], unread)]
+            )
+    if hub is not None:
+        await hub.publish(published)
+
+
+async def mark_all_read(pool: asyncpg.Pool, hub: Hub | None, viewer: Viewer) -> None:
+    """PUT /api/notifications/mark_all_read (one event listing what it changed, if anything)."""
+    published: list[Event] = []
+    async with transaction(pool) as conn:
+        ids = await store.mark_all_read(conn, viewer.community_id, viewer.id)
+        if ids:
+            unread = await store.unread_count(conn, viewer.community_id, viewer.id)
+            published = await event_store.append_events(
+                conn, viewer.community_id, [_read_event(viewer.id, sorted(ids), unread)]
+            )
+    if hub is not None:
+        await hub.publish(published)

@@ -1,0 +1,227 @@
+"""Durable push jobs (table push_jobs, migration 0009): one job per thing to announce and device.
+
+Life of a job:
+
+* `enqueue` runs inside the transaction that makes the change (a notification, a remark), so a
+  job exists exactly when the change committed; it also NOTIFYs `commons_push`, which
+  PostgreSQL delivers at commit, to wake the worker at once.
+* `claim` takes due jobs with `FOR UPDATE SKIP LOCKED` (several workers never take the same
+  job), counts the attempt and moves `next_attempt_at` forward by a lease, all in one short
+  statement: nothing is locked while the network call runs, and a worker that dies mid-send
+  leaves its jobs to be claimed again when the lease is over (delivery is at least once).
+  The same statement re-checks, from the database as it is now, whether the push is still
+  wanted: the device still has the switch on, still belongs to the user, and the notification
+  is still unread or the remark still unacknowledged (`Claimed.wanted`).
+* Then the job is `complete`d (deleted: sent, no longer wanted, dropped, given up) or
+  `retry`d at a later time.
+
+The payload is provider-neutral: {"title", "body", "data": {str: str}, "thread", "check"}.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import asyncpg
+import orjson
+
+CHANNEL = "commons_push"
+"""The LISTEN/NOTIFY channel that wakes workers when jobs are committed."""
+
+KINDS = ("notification", "remark")
+NOTIFICATION_TYPES = ("main", "conversations")
+# The device switch that must be on for a push of each kind (besides push_enabled); a name from
+# here is the only thing ever put into SQL text.
+SWITCHES = (
+    "push_mentions", "push_announcements", "push_replies", "push_conversation_activity",
+)
+
+_ENQUEUE = """
+WITH made AS (
+    INSERT INTO push_jobs (community_id, user_id, device_id, kind, payload, next_attempt_at)
+    SELECT $1, d.user_id, d.id, $2, x.payload::jsonb, now() + $6::interval
+    FROM unnest($3::bigint[], $4::text[]) AS x(user_id, payload)
+    JOIN client_devices d ON d.community_id = $1 AND d.user_id = x.user_id
+        AND d.notification_type = $5 AND d.push_enabled AND {switch}
+    RETURNING 1
+), counted AS (SELECT count(*)::int AS n FROM made)
+SELECT n, CASE WHEN n > 0 THEN pg_notify('commons_push', '')::text END AS woke FROM counted
+"""
+
+# Whether a claimed job is still worth sending (see the module docstring).
+_WANTED = """
+(d.user_id = j.user_id AND d.push_enabled
+ AND CASE j.payload->'check'->>'switch'
+        WHEN 'push_mentions' THEN d.push_mentions
+        WHEN 'push_announcements' THEN d.push_announcements
+        WHEN 'push_replies' THEN d.push_replies
+        WHEN 'push_conversation_activity' THEN d.push_conversation_activity
+        ELSE true END
+ AND CASE j.kind
+        WHEN 'notification' THEN EXISTS (
+            SELECT 1 FROM notifications n
+            WHERE n.id = (j.payload->'check'->>'notification_id')::bigint
+              AND n.user_id = j.user_id AND NOT n.read)
+        WHEN 'remark' THEN EXISTS (
+            SELECT 1 FROM conversation_members m
+            WHERE m.conversation_id = (j.payload->'check'->>'conversation_id')::bigint
+              AND m.user_id = j.user_id AND m.left_at IS NULL
+              AND m.last_read_activity_id < (j.payload->'check'->>'activity_id')::bigint)
+        ELSE false END)
+"""
+
+CLAIM = f"""
+WITH due AS (
+    SELECT id FROM push_jobs
+    WHERE next_attempt_at <= now()
+    ORDER BY next_attempt_at, id
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE push_jobs j SET attempts = j.attempts + 1, next_attempt_at = now() + $2::interval
+FROM due, client_devices d
+WHERE j.id = due.id AND d.id = j.device_id
+RETURNING j.id, j.community_id, j.user_id, j.device_id, j.kind, j.payload::text AS payload,
+          j.attempts, j.created_at, d.registration_id, d.platform, {_WANTED} AS wanted
+"""
+
+COMPLETE = "DELETE FROM push_jobs WHERE id = ANY($1::bigint[])"
+
+RETRY = """
+UPDATE push_jobs j SET next_attempt_at = now() + make_interval(secs => x.delay),
+                       last_error = x.error
+FROM unnest($1::bigint[], $2::float8[], $3::text[]) AS x(id, delay, error)
+WHERE j.id = x.id
+"""
+
+PENDING = """
+SELECT id, community_id, user_id, device_id, kind, payload::text AS payload, attempts,
+       next_attempt_at, last_error, created_at
+FROM push_jobs ORDER BY id
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class PushMessage:
+    """What a device shows, the same for every provider."""
+
+    title: str
+    body: str
+    data: Mapping[str, str]
+    thread: str | None = None
+    """Pushes of one thread replace each other (APNs thread-id / collapse id, FCM tag)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    id: int
+    community_id: int
+    user_id: int
+    device_id: int
+    kind: str
+    attempts: int
+    created_at: datetime
+    registration_id: str
+    platform: str
+    wanted: bool
+    message: PushMessage
+
+
+def payload(
+    message: PushMessage, check: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The stored form of a push: what to show, and what the worker re-checks before sending
+    (`check`: {"switch", "notification_id"} or {"switch", "conversation_id", "activity_id"})."""
+    return {
+        "title": message.title,
+        "body": message.body,
+        "data": dict(message.data),
+        "thread": message.thread,
+        "check": dict(check),
+    }
+
+
+def _message(raw: str) -> PushMessage:
+    data = orjson.loads(raw)
+    return PushMessage(
+        title=str(data.get("title") or ""),
+        body=str(data.get("body") or ""),
+        data={str(k): str(v) for k, v in (data.get("data") or {}).items()},
+        thread=data.get("thread"),
+    )
+
+
+async def enqueue(
+    conn: asyncpg.Connection,
+    community_id: int,
+    kind: str,
+    entries: Sequence[tuple[int, Mapping[str, Any]]],
+    *,
+    notification_type: str,
+    switch: str | None,
+    delay: timedelta = timedelta(0),
+) -> int:
+    """A job for every device of type `notification_type` with push_enabled (and `switch` on)
+    of each (user id, payload) in `entries`, in the caller's transaction: workers see the jobs
+    once it commits. One statement whatever the number; returns how many jobs were made."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown push job kind {kind!r}")
+    if notification_type not in NOTIFICATION_TYPES:
+        raise ValueError(f"unknown notification type {notification_type!r}")
+    if switch is not None and switch not in SWITCHES:
+        raise ValueError(f"unknown push switch {switch!r}")
+    if not entries:
+        return 0
+    sql = _ENQUEUE.format(switch=f"d.{switch}" if switch else "true")
+    row = await conn.fetchrow(
+        sql, community_id, kind, [user_id for user_id, _ in entries],
+        [orjson.dumps(p).decode() for _, p in entries], notification_type, delay,
+    )
+    assert row is not None
+    return int(row["n"])
+
+
+async def claim(conn: asyncpg.Connection | asyncpg.Pool, limit: int, lease: timedelta
+                ) -> list[Claimed]:
+    """Take up to `limit` due jobs for `lease` (one statement, its own transaction)."""
+    rows = await conn.fetch(CLAIM, limit, lease)
+    return [
+        Claimed(
+            id=r["id"], community_id=r["community_id"], user_id=r["user_id"],
+            device_id=r["device_id"], kind=r["kind"], attempts=r["attempts"],
+            created_at=r["created_at"], registration_id=r["registration_id"],
+            platform=r["platform"], wanted=bool(r["wanted"]), message=_message(r["payload"]),
+        )
+        for r in sorted(rows, key=lambda r: r["id"])
+    ]
+
+
+async def complete(conn: asyncpg.Connection | asyncpg.Pool, ids: Sequence[int]) -> None:
+    """Done with these jobs (sent, not wanted any more, dropped or given up)."""
+    if ids:
+        await conn.execute(COMPLETE, list(ids))
+
+
+async def retry(
+    conn: asyncpg.Connection | asyncpg.Pool,
+    retries: Sequence[tuple[int, float, str]],
+) -> None:
+    """(job id, seconds from now, error) for each job to try again later."""
+    if retries:
+        await conn.execute(
+            RETRY, [r[0] for r in retries], [float(r[1]) for r in retries],
+            [r[2][:500] for r in retries],
+        )
+
+
+async def pending(conn: asyncpg.Connection | asyncpg.Pool) -> list[dict[str, Any]]:
+    """Every job (for tests and the command line)."""
+    out = []
+    for r in await conn.fetch(PENDING):
+        row = dict(r)
+        row["payload"] = orjson.loads(row["payload"])
+        out.append(row)
+    return out

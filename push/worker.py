@@ -1,0 +1,236 @@
+"""The push delivery loop run by `commons worker`.
+
+Each round claims a batch of due jobs (push/jobs.py: SKIP LOCKED, with a lease, re-checked in
+the same statement), skips those no longer wanted, sends the rest with at most `concurrency`
+requests in flight, and then settles the batch in a few statements:
+
+* sent, dropped, not wanted any more, or given up (too many attempts, or older than `max_age`:
+  a push about something from yesterday is noise): the job is deleted;
+* a temporary failure: tried again after an exponential backoff with jitter (base * 2^(n-1),
+  at most `backoff_max`, never sooner than the provider's Retry-After);
+* the token was rejected: the device is deleted, and with it every job still queued for it.
+
+Workers wake up on NOTIFY commons_push (sent by `enqueue` at commit) and otherwise poll every
+`idle_poll` seconds, which is also when retries come due.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+
+from push import jobs
+from push.apns import ApnsOptions, ApnsProvider
+from push.fcm import FcmOptions, FcmProvider
+from push.jobs import Claimed
+from push.log import LogProvider
+from push.provider import Outcome, Provider, SendResult
+from storage import client_devices
+
+log = logging.getLogger("commons.push")
+
+PLATFORMS = ("apns", "fcm")
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    batch_size: int = 100
+    concurrency: int = 16
+    lease: float = 120.0
+    """Seconds a claimed job stays invisible to other workers while it is being sent."""
+    max_attempts: int = 8
+    backoff_base: float = 15.0
+    backoff_max: float = 3600.0
+    max_age: float = 24 * 3600.0
+    idle_poll: float = 5.0
+
+
+@dataclass
+class Stats:
+    sent: int = 0
+    skipped: int = 0
+    retried: int = 0
+    dropped: int = 0
+    gave_up: int = 0
+    rejected: int = 0
+    outcomes: list[tuple[int, str]] = field(default_factory=list)
+    """(job id, outcome) of every job handled, in order (for logs and tests)."""
+
+    def add(self, other: Stats) -> None:
+        self.sent += other.sent
+        self.skipped += other.skipped
+        self.retried += other.retried
+        self.dropped += other.dropped
+        self.gave_up += other.gave_up
+        self.rejected += other.rejected
+        self.outcomes.extend(other.outcomes)
+
+    @property
+    def handled(self) -> int:
+        return len(self.outcomes)
+
+
+def backoff(
+    settings: WorkerSettings, attempts: int, retry_after: float | None,
+    rng: Callable[[], float] = random.random,
+) -> float:
+    """Seconds until the next attempt after `attempts` failed ones."""
+    delay = min(settings.backoff_max, settings.backoff_base * 2 ** min(max(attempts - 1, 0), 30))
+    delay *= 0.5 + rng() / 2  # jitter, so failed batches do not come back in lockstep
+    return max(delay, retry_after or 0.0)
+
+
+class PushWorker:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        providers: Mapping[str, Provider],
+        settings: WorkerSettings | None = None,
+        *,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        missing = [p for p in PLATFORMS if p not in providers]
+        if missing:
+            raise ValueError(f"no push provider for {', '.join(missing)}")
+        self._pool = pool
+        self._providers = providers
+        self._settings = settings or WorkerSettings()
+        self._rng = rng
+
+    async def run_once(self) -> Stats:
+        """Deliver every job due now (batch after batch); what happened."""
+        total = Stats()
+        settings = self._settings
+        while True:
+            batch = await jobs.claim(
+                self._pool, settings.batch_size, timedelta(seconds=settings.lease)
+            )
+            if not batch:
+                return total
+            total.add(await self._deliver(batch))
+            if len(batch) < settings.batch_size:
+                return total
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Deliver until `stop` is set, woken by NOTIFY or every idle_poll seconds."""
+        wake = asyncio.Event()
+
+        def on_notify(*_: Any) -> None:
+            wake.set()
+
+        while not stop.is_set():
+            try:
+                async with self._pool.acquire() as listener:
+                    await listener.add_listener(jobs.CHANNEL, on_notify)
+                    try:
+                        while not stop.is_set():
+                            wake.clear()
+                            stats = await self.run_once()
+                            if stats.handled:
+                                log.info(
+                                    "push: %d sent, %d skipped, %d retried, %d dropped, "
+                                    "%d gave up, %d tokens rejected", stats.sent, stats.skipped,
+                                    stats.retried, stats.dropped, stats.gave_up, stats.rejected,
+                                )
+                            await _wait_any(wake, stop, self._settings.idle_poll)
+                    finally:
+                        with contextlib.suppress(Exception):
+                            await listener.remove_listener(jobs.CHANNEL, on_notify)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("push worker lost its database connection: %r", exc)
+                await _wait_any(stop, stop, self._settings.idle_poll)
+
+    async def _deliver(self, batch: Sequence[Claimed]) -> Stats:
+        stats = Stats()
+        settings = self._settings
+        now = datetime.now(UTC)
+        done: list[int] = []
+        retries: list[tuple[int, float, str]] = []
+        rejected: list[int] = []
+        to_send: list[Claimed] = []
+        for job in batch:
+            if not job.wanted:
+                done.append(job.id)
+                stats.skipped += 1
+                stats.outcomes.append((job.id, "skipped"))
+            elif (now - job.created_at).total_seconds() > settings.max_age:
+                done.append(job.id)
+                stats.gave_up += 1
+                stats.outcomes.append((job.id, "gave_up"))
+            else:
+                to_send.append(job)
+        limit = asyncio.Semaphore(settings.concurrency)
+
+        async def send(job: Claimed) -> SendResult:
+            async with limit:
+                provider = self._providers[job.platform]
+                try:
+                    return await provider.send(job.registration_id, job.message)
+                except Exception as exc:  # a provider bug must not lose the batch
+                    log.exception("push provider %s failed", provider.name)
+                    return SendResult(Outcome.RETRY, f"provider error: {exc!r}")
+
+        results = await asyncio.gather(*(send(job) for job in to_send))
+        for job, result in zip(to_send, results, strict=True):
+            label = result.outcome.value
+            if result.outcome is Outcome.SENT:
+                done.append(job.id)
+                stats.sent += 1
+            elif result.outcome is Outcome.DROP:
+                done.append(job.id)
+                stats.dropped += 1
+                log.warning("push job %d dropped: %s", job.id, result.detail)
+            elif result.outcome is Outcome.TOKEN_REJECTED:
+                rejected.append(job.device_id)
+                done.append(job.id)
+                stats.rejected += 1
+            elif job.attempts >= settings.max_attempts:
+                done.append(job.id)
+                stats.gave_up += 1
+                label = "gave_up"
+                log.warning("push job %d given up after %d attempts: %s", job.id, job.attempts,
+                            result.detail)
+            else:
+                delay = backoff(settings, job.attempts, result.retry_after, self._rng)
+                retries.append((job.id, delay, result.detail or "retry"))
+                stats.retried += 1
+            stats.outcomes.append((job.id, label))
+        async with self._pool.acquire() as conn, conn.transaction():
+            await jobs.complete(conn, done)
+            await jobs.retry(conn, retries)
+            await client_devices.delete_by_ids(conn, rejected)
+        return stats
+
+
+async def _wait_any(first: asyncio.Event, second: asyncio.Event, seconds: float) -> None:
+    waiters = {asyncio.ensure_future(first.wait()), asyncio.ensure_future(second.wait())}
+    try:
+        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+
+
+@contextlib.asynccontextmanager
+async def open_providers(
+    apns: ApnsOptions | None, fcm: FcmOptions | None
+) -> AsyncIterator[dict[str, Provider]]:
+    """A provider per platform: the real one when its settings are given, else one that only
+    logs (the default)."""
+    providers: dict[str, Provider] = {}
+    try:
+        providers["apns"] = ApnsProvider.from_options(apns) if apns else LogProvider("apns")
+        providers["fcm"] = FcmProvider.from_options(fcm) if fcm else LogProvider("fcm")
+        yield providers
+    finally:
+        for provider in providers.values():
+            with contextlib.suppress(Exception):
+                await provider.close()

@@ -32,7 +32,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
+import uuid
 from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -140,10 +142,14 @@ class Hub:
             return
         self._closed = True
         self.disconnect_all()
+        await self._stop_transport()
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        # Python 3.11's wait_for (used inside redis-py) can swallow a cancellation; the loops
+        # also stop on `_closed`, and nothing here waits for a task that ignored it forever.
+        if tasks:
+            await asyncio.wait(tasks, timeout=5)
         self._streams.clear()
 
     def disconnect_all(self, code: int = GOING_AWAY, message: str = "server shutting down") -> None:
@@ -306,8 +312,7 @@ class Hub:
                 await asyncio.sleep(delay)
             failures = 0
             while (
-                stream.position < stream.target
-                and self._streams.get(stream.community_id) is stream
+                stream.position < stream.target and self._streams.get(stream.community_id) is stream
             ):
                 target = stream.target
                 try:
@@ -320,16 +325,18 @@ class Hub:
                             settings.catch_up_page,
                             up_to=target,
                         )
-                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                except Exception as exc:  # the database is down or restarting: retry
                     failures += 1
-                    log.warning("realtime catch-up of community %s failed: %r",
-                                stream.community_id, exc)
+                    log.warning(
+                        "realtime catch-up of community %s failed: %r", stream.community_id, exc
+                    )
                     await asyncio.sleep(_backoff(settings, failures))
                     continue
                 failures = 0
                 for row in rows:
                     if row.id > stream.position:
-                        self._dispatch(stream, stream.pending.pop(row.id, None) or encode(row))
+                        early = stream.pending.pop(row.id, None)
+                        self._dispatch(stream, early if early is not None else encode(row))
                 if len(rows) < settings.catch_up_page and stream.position < target:
                     stream.position = target  # the rest of the range was pruned
                 self._drain(stream)
@@ -395,7 +402,7 @@ class Hub:
                 last_resync = now
                 try:
                     await self._resync(list(self._streams), settings.gap_timeout)
-                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                except Exception as exc:  # keep the loop alive whatever happened
                     log.warning("realtime resync failed: %r", exc)
 
     def _drop(self, stream: _Stream) -> None:
@@ -408,6 +415,9 @@ class Hub:
         return False
 
     # -- transport hooks -------------------------------------------------------------------
+
+    async def _stop_transport(self) -> None:
+        """Interrupt the transport's reader so that close() is prompt."""
 
     async def _acquire_remote(self, community_id: int) -> None:
         """Start receiving the community's events from other processes."""
@@ -455,6 +465,8 @@ class RedisHub(Hub):
         self._resync_ids: set[int] = set()
         self._resync_task: asyncio.Task[None] | None = None
         self._connected = False
+        self.client_name = f"commons-realtime-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        """CLIENT SETNAME of the pub/sub connection, to find it in CLIENT LIST."""
 
     async def start(self) -> None:
         self._publisher = aioredis.Redis.from_url(self._redis_url)
@@ -465,9 +477,17 @@ class RedisHub(Hub):
             retry=Retry(NoBackoff(), 0),
             socket_connect_timeout=5,
             socket_keepalive=True,
+            client_name=self.client_name,
         )
         self._spawn(self._run())
         await super().start()
+
+    async def _stop_transport(self) -> None:
+        pubsub = self._pubsub
+        if pubsub is not None and pubsub.connection is not None:
+            # Breaks the reader's pending read at once instead of at its next timeout.
+            with contextlib.suppress(Exception):
+                await pubsub.connection.disconnect(nowait=True)
 
     async def close(self) -> None:
         if self._closed:
@@ -496,8 +516,11 @@ class RedisHub(Hub):
                     pipe.publish(self._channel(event.community_id), to_wire(event))
                 await pipe.execute()
         except (RedisError, OSError) as exc:
-            log.warning("realtime publish to Redis failed; other processes will catch up "
-                        "from PostgreSQL: %r", exc)
+            log.warning(
+                "realtime publish to Redis failed; other processes will catch up "
+                "from PostgreSQL: %r",
+                exc,
+            )
 
     async def _acquire_remote(self, community_id: int) -> None:
         await self._reconcile()
@@ -511,7 +534,8 @@ class RedisHub(Hub):
             waiter = asyncio.get_running_loop().create_future()
             self._confirm_waiters[community_id] = waiter
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(waiter), self._settings.subscribe_timeout)
+            async with asyncio.timeout(self._settings.subscribe_timeout):
+                await asyncio.shield(waiter)
 
     def _release_remote(self, community_id: int) -> None:
         if not self._closed:
@@ -541,7 +565,7 @@ class RedisHub(Hub):
         """Own the pub/sub connection for the hub's lifetime: connect, read, reconnect."""
         assert self._sub_client is not None
         failures = 0
-        while True:
+        while not self._closed:
             pubsub = self._sub_client.pubsub()
             try:
                 await pubsub.connect()
@@ -567,14 +591,15 @@ class RedisHub(Hub):
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()
             failures += 1
-            await asyncio.sleep(_backoff(self._settings, failures))
+            if not self._closed:
+                await asyncio.sleep(_backoff(self._settings, failures))
 
     async def _read(self, pubsub: Any) -> None:
         loop = asyncio.get_running_loop()
         interval = self._settings.redis_ping_interval
         prefix = len(self._settings.channel_prefix)
         last_heard = loop.time()
-        while True:
+        while not self._closed:
             message = await pubsub.get_message(timeout=interval)
             if message is None:
                 if loop.time() - last_heard > 3 * interval:
@@ -584,7 +609,12 @@ class RedisHub(Hub):
             last_heard = loop.time()
             kind = message["type"]
             if kind == "message":
-                self._feed(from_wire(int(message["channel"][prefix:]), message["data"]))
+                try:
+                    event = from_wire(int(message["channel"][prefix:]), message["data"])
+                except ValueError:
+                    log.warning("realtime: ignoring a malformed message on %r", message["channel"])
+                    continue
+                self._feed(event)
             elif kind == "subscribe":
                 self._subscribed_to(int(message["channel"][prefix:]))
 
@@ -603,16 +633,20 @@ class RedisHub(Hub):
     async def _resync_subscribed(self) -> None:
         try:
             await asyncio.sleep(0)  # gather the confirmations of one SUBSCRIBE
+            failures = 0
             while self._resync_ids:
                 ids, self._resync_ids = self._resync_ids, set()
                 try:
                     await self._resync(ids, 0)
-                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                except Exception as exc:
                     log.warning("realtime resync after resubscribe failed: %r", exc)
+                    self._resync_ids |= ids
+                    failures += 1
+                    await asyncio.sleep(_backoff(self._settings, failures))
         finally:
             self._resync_task = None
 
 
 def _backoff(settings: HubSettings, failures: int) -> float:
     delay = min(settings.reconnect_max, settings.reconnect_min * 2 ** min(failures, 16))
-    return delay * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not crypto
+    return delay * (0.5 + random.random() / 2)  # jitter, not crypto

@@ -39,6 +39,7 @@ from realtime.events import (
     PONG_FRAME,
     RESET_FRAME,
     EncodedEvent,
+    Event,
     encode_frame,
     user_channel,
     welcome_frame,
@@ -166,13 +167,19 @@ class RealtimeConnection:
         self._floor = 0  # events with an id <= this were replayed or predate the socket
         self._setup: list[EncodedEvent] | None = []  # catch-all buffer until live
 
+    @property
+    def closing(self) -> bool:
+        """True once the socket is being closed (slow reader, shutdown, peer gone)."""
+        return self._closing
+
     async def run(self, load_channels: ChannelLoader, since: int | None) -> None:
         """Serve the socket until it closes; always detaches from the hub."""
         try:
             position = await self._hub.attach(self)
         except Exception:
             log.exception("realtime: cannot attach user %s", self.user_id)
-            await self._ws.close(code=WSCloseCode.INTERNAL_ERROR, message=b"unavailable")
+            with contextlib.suppress(Exception):
+                await self._ws.close(code=WSCloseCode.INTERNAL_ERROR, message=b"unavailable")
             return
         try:
             await self._start(load_channels, since, position)
@@ -200,37 +207,43 @@ class RealtimeConnection:
     async def _start(self, load_channels: ChannelLoader, since: int | None, position: int) -> None:
         channels = set(await load_channels())
         channels.add(user_channel(self.user_id))
-        start = position if since is None else max(since, position)
-        await self._ws.send_frame(welcome_frame(self.user_id, start), WSMsgType.TEXT)
+        start, reset, replay = position, False, list[Event]()
         if since is not None and since != position:
-            await self._resume(channels, since, position)
-        self._floor = start
-        if self._closing:
-            return
-        self._go_live(channels)
-
-    async def _resume(self, channels: set[str], since: int, position: int) -> None:
-        """Replay since < id <= position on `channels`, or send reset."""
-        limit = self._settings.replay_limit
-        async with self._pool.acquire() as conn:
-            if since > position:  # ahead of this process: fine unless ahead of the database
-                if since > await store.last_event_id(conn, self.community_id):
-                    await self._ws.send_frame(RESET_FRAME, WSMsgType.TEXT)
-                return
-            oldest = await store.oldest_event_id(conn, self.community_id)
-            rows = []
-            if oldest is not None and oldest <= since + 1:
-                rows = await store.events_since(
-                    conn, self.community_id, sorted(channels), since, limit + 1, up_to=position
-                )
-        if oldest is None or oldest > since + 1 or len(rows) > limit:
-            await self._ws.send_frame(RESET_FRAME, WSMsgType.TEXT)
-            return
+            resumable, replay = await self._replay(channels, since, position)
+            if resumable:
+                start = max(since, position)
+            else:
+                reset = True  # and go on from this process's position
+        ws = self._ws
+        await ws.send_frame(welcome_frame(self.user_id, start), WSMsgType.TEXT)
+        if reset:
+            await ws.send_frame(RESET_FRAME, WSMsgType.TEXT)
         # Sent directly, flow-controlled: a long replay waits for the client instead of
         # overflowing the live queue. Controls in this range are already in `channels`.
-        for event in rows:
+        for event in replay:
             if event.name != CONTROL_EVENT:
-                await self._ws.send_frame(encode_frame(event), WSMsgType.TEXT)
+                await ws.send_frame(encode_frame(event), WSMsgType.TEXT)
+        self._floor = start
+        if not self._closing:
+            self._go_live(channels)
+
+    async def _replay(
+        self, channels: set[str], since: int, position: int
+    ) -> tuple[bool, list[Event]]:
+        """(resumable, events since < id <= position on `channels`)."""
+        async with self._pool.acquire() as conn:
+            if since > position:  # ahead of this process: fine unless ahead of the database
+                return since <= await store.last_event_id(conn, self.community_id), []
+            oldest = await store.oldest_event_id(conn, self.community_id)
+            if oldest is None or oldest > since + 1:
+                return False, []  # pruned
+            limit = self._settings.replay_limit
+            events = await store.events_since(
+                conn, self.community_id, sorted(channels), since, limit + 1, up_to=position
+            )
+        if len(events) > limit:
+            return False, []
+        return True, events
 
     def _go_live(self, channels: set[str]) -> None:
         """Subscribe and replay the setup buffer, in one synchronous step."""
@@ -300,7 +313,7 @@ class RealtimeConnection:
                     self._queued_frames -= 1
                     self._queued_bytes -= len(frame)
         except ConnectionError:
-            pass  # closing; the read loop ends on its own
+            self._closing = True  # the peer is gone; the read loop ends on its own
         finally:
             self._writer = None
 
@@ -319,10 +332,8 @@ class RealtimeConnection:
         if self._writer is not None:
             self._writer.cancel()
         try:
-            await asyncio.wait_for(
-                self._ws.close(code=code, message=message.encode(), drain=False),
-                self._settings.close_timeout,
-            )
+            async with asyncio.timeout(self._settings.close_timeout):
+                await self._ws.close(code=code, message=message.encode(), drain=False)
         except (TimeoutError, ConnectionError):
             pass
         transport = self._transport
@@ -330,6 +341,4 @@ class RealtimeConnection:
             transport.close()
         if isinstance(transport, asyncio.WriteTransport) and transport.get_write_buffer_size():
             # A reader that stopped reading keeps its unsent bytes; don't keep them for it.
-            asyncio.get_running_loop().call_later(
-                self._settings.close_timeout, transport.abort
-            )
+            asyncio.get_running_loop().call_later(self._settings.close_timeout, transport.abort)

@@ -87,9 +87,7 @@ async def append_events(
         [orjson.dumps(e.data).decode() for e in events],
     )
     first = min(row[0] for row in ids)
-    return [
-        Event(first + i, community_id, e.channel, e.name, e.data) for i, e in enumerate(events)
-    ]
+    return [Event(first + i, community_id, e.channel, e.name, e.data) for i, e in enumerate(events)]
 
 
 async def events_since(
@@ -106,12 +104,9 @@ async def events_since(
     if channels is None:
         rows = await conn.fetch(ALL_EVENTS_SINCE, community_id, since_id, upper, limit)
     else:
-        rows = await conn.fetch(
-            EVENTS_SINCE, community_id, list(channels), since_id, upper, limit
-        )
+        rows = await conn.fetch(EVENTS_SINCE, community_id, list(channels), since_id, upper, limit)
     return [
-        Event(r["id"], community_id, r["channel"], r["name"], orjson.loads(r["data"]))
-        for r in rows
+        Event(r["id"], community_id, r["channel"], r["name"], orjson.loads(r["data"])) for r in rows
     ]
 
 
@@ -121,9 +116,7 @@ async def last_event_id(conn: asyncpg.Connection, community_id: int) -> int:
     return int(value or 0)
 
 
-async def last_event_ids(
-    conn: asyncpg.Connection, community_ids: Iterable[int]
-) -> dict[int, int]:
+async def last_event_ids(conn: asyncpg.Connection, community_ids: Iterable[int]) -> dict[int, int]:
     """`last_event_id` for many communities in one query (absent: no event yet)."""
     rows = await conn.fetch(LAST_EVENT_IDS, list(community_ids))
     return {r["community_id"]: r["last_id"] for r in rows}

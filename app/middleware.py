@@ -8,6 +8,7 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable
 
+import asyncpg
 from aiohttp import web
 
 from app import authentication
@@ -83,6 +84,14 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         response = _error_response(request, _from_http_exception(exc))
     except (asyncio.CancelledError, ConnectionResetError):
         raise
+    except asyncpg.DataError as exc:
+        # A value from the client the database cannot take (an id past int64, a NUL in text):
+        # client input is never a 5xx.
+        log.info("bad value in %s %s (request %s): %s", request.method, request.path,
+                 request_id, exc)
+        response = _error_response(
+            request, BadRequest("A parameter has a value that is out of range or not valid text")
+        )
     except Exception:
         log.exception("unhandled error in %s %s (request %s)", request.method, request.path,
                       request_id)

@@ -36,7 +36,7 @@ def _operation(route: Route, schemas: dict[str, Any]) -> dict[str, Any]:
         for name in _PARAM_RE.findall(route.path)
     ]
     if route.query is not None:
-        schema = route.query.model_json_schema()
+        schema = _schema(route.query, schemas)  # nested models become component schemas
         required = set(schema.get("required", []))
         for name, prop in schema.get("properties", {}).items():
             if name in ("page", "per_page"):
@@ -80,9 +80,15 @@ def _schema(model: type[BaseModel], schemas: dict[str, Any]) -> dict[str, Any]:
 def document() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     schemas: dict[str, Any] = {"Error": ERROR_SCHEMA}
+    used: set[str] = set()
     for route in ROUTES:
         path = _PARAM_RE.sub(r"{\1}", route.path)
-        paths.setdefault(path, {})[route.method.lower()] = _operation(route, schemas)
+        op = _operation(route, schemas)
+        if op["operationId"] in used:
+            # one handler serving several routes: operationIds must still be unique
+            op["operationId"] += "_" + re.sub(r"\W+", "_", route.path).strip("_")
+        used.add(op["operationId"])
+        paths.setdefault(path, {})[route.method.lower()] = op
     return {
         "openapi": "3.1.0",
         "info": {"title": "Commons API", "version": "1",

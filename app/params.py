@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl
 
 import orjson
 from aiohttp import BodyPartReader, web
-from pydantic import BaseModel, BeforeValidator, ValidationError
+from pydantic import BaseModel, BeforeValidator, ValidationError, ValidationInfo
 
 from app.errors import BadRequest, Invalid, NotFound, TooLarge, UnsupportedMediaType
 
@@ -110,14 +110,17 @@ async def _read_multipart(request: web.Request) -> dict[str, Any]:
     reader = await request.multipart()
     pairs: list[tuple[str, Any]] = []
     total = 0
-    limit = request.app_client_max_size if hasattr(request, "app_client_max_size") else None
+    limit = request.client_max_size  # bounds the whole body, not only each part
     async for part in reader:
         if not isinstance(part, BodyPartReader) or not part.name:
             continue
-        data = await part.read(decode=True)
-        total += len(data)
-        if limit and total > limit:
-            raise TooLarge()
+        chunks: list[bytes] = []
+        while chunk := await part.read_chunk():
+            total += len(chunk)
+            if total > limit:
+                raise TooLarge()
+            chunks.append(chunk)
+        data = part.decode(b"".join(chunks))
         if part.filename is not None:
             value: Any = UploadedFile(
                 filename=part.filename,
@@ -273,7 +276,7 @@ def _positive(params: dict[str, Any], name: str, default: int) -> int:
     try:
         value = int(str(raw).strip())
     except ValueError:
-        raise BadRequest(f"{name} must be a positive integer", ) from None
+        raise BadRequest(f"{name} must be a positive integer") from None
     if value < 1:
         raise BadRequest(f"{name} must be a positive integer")
     return value
@@ -286,6 +289,16 @@ def page_of(params: dict[str, Any], default_per_page: int = DEFAULT_PER_PAGE) ->
     if page > 1_000_000:
         raise BadRequest("page is too large")
     return Page(page=page, per_page=per_page)
+
+
+def _page_param(value: Any, info: ValidationInfo) -> Any:
+    name = info.field_name or "page"
+    return None if value is None or value == "" else _positive({name: value}, name, 1)
+
+
+# `page` / `per_page` fields of request models: a bad value is a 400 (as page_of says), not the
+# 422 a plain `int` field would give. Views still call page_of(params) for the Page itself.
+PageParam = Annotated[int | None, BeforeValidator(_page_param)]
 
 
 _ID_RE = re.compile(r"^(\d{1,18})(?:-[^/]*)?$")

@@ -34,6 +34,7 @@ INSERT_MANY = """
 INSERT INTO group_memberships (community_id, group_id, user_id, role)
 SELECT $1, $2, x.user_id, x.role FROM unnest($3::bigint[], $4::text[]) AS x(user_id, role)
 ON CONFLICT (group_id, user_id) DO NOTHING
+RETURNING user_id
 """
 SET_ROLE = "UPDATE group_memberships SET role = $3 WHERE group_id = $1 AND id = $2"
 DELETE = "DELETE FROM group_memberships WHERE group_id = $1 AND user_id = $2"
@@ -135,18 +136,21 @@ async def insert_many(
     community_id: int,
     group_id: int,
     members: Sequence[tuple[int, str]],
-) -> None:
-    """Add (user id, role) pairs; users who already belong keep their membership."""
-    if members:
-        await conn.execute(
-            INSERT_MANY, community_id, group_id, [m[0] for m in members], [m[1] for m in members]
-        )
+) -> list[int]:
+    """Add (user id, role) pairs; users who already belong keep their membership. Returns the
+    ids of the users who were not members before."""
+    if not members:
+        return []
+    rows = await conn.fetch(
+        INSERT_MANY, community_id, group_id, [m[0] for m in members], [m[1] for m in members]
+    )
+    return [r["user_id"] for r in rows]
 
 
 async def insert(
     conn: asyncpg.Connection, community_id: int, group_id: int, user_id: int, role: str
-) -> None:
-    await insert_many(conn, community_id, group_id, [(user_id, role)])
+) -> bool:
+    return bool(await insert_many(conn, community_id, group_id, [(user_id, role)]))
 
 
 async def set_role(conn: asyncpg.Connection, group_id: int, membership_id: int, role: str) -> None:
@@ -267,3 +271,9 @@ async def accept_invitations(
     """
     rows = await conn.fetch(ACCEPT, community_id, user_id, email)
     return [r["group_id"] for r in rows]
+
+
+async def user_ids(conn: asyncpg.Connection, group_id: int) -> list[int]:
+    rows = await conn.fetch("SELECT user_id FROM group_memberships WHERE group_id = $1",
+                            group_id)
+    return [r["user_id"] for r in rows]

@@ -7,8 +7,8 @@ Tests read as examples of the API: `resp = await alice.get("/api/users")`, then 
 from __future__ import annotations
 
 import base64
-import json
 import itertools
+import json
 from dataclasses import dataclass, field
 from typing import Any
 

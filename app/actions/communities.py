@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 import asyncpg
 
 from app.errors import Conflict, Invalid
 from app.passwords import Passwords
-from storage import communities, users
+from storage import badges, communities, meetings, users
 from storage.communities import Community
 from storage.db import transaction
 
+ADMIN_EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+$")
 DOMAIN_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789.-")
 
 
@@ -35,6 +38,12 @@ async def create_community(
         raise Invalid.field("domain", "must be a host name")
     if not name.strip():
         raise Invalid.field("name", "can't be blank")
+    # loose on purpose: the local community's admin is admin@localhost
+    if not ADMIN_EMAIL_RE.match(admin_email.strip()):
+        raise Invalid.field("admin_email", "is not a valid e-mail address")
+    if not admin_password:
+        raise Invalid.field("admin_password", "can't be blank")
+    admin_email = admin_email.strip()
     password_hash = await passwords.hash(admin_password)
     try:
         async with transaction(pool) as conn:
@@ -46,6 +55,8 @@ async def create_community(
                 first_name=admin_first_name, last_name=admin_last_name,
                 password_hash=password_hash, role="tenant_admin",
             )
+            await badges.create_default_badges(conn, community.id)
+            await meetings.create_default_meeting_types(conn, community.id)
     except asyncpg.UniqueViolationError:
         raise Conflict(f"A community with domain {domain} already exists") from None
     return community, admin

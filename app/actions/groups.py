@@ -13,8 +13,10 @@ from dataclasses import dataclass
 import asyncpg
 
 from app.access import access_group
+from app.actions.group_events import membership_events, publish
 from app.context import Viewer
 from app.errors import Conflict, Forbidden, Invalid
+from realtime.hub import Hub
 from storage import groups, memberships
 from storage.db import transaction
 
@@ -69,7 +71,9 @@ async def _reload(conn: asyncpg.Connection, viewer: Viewer, group_id: int) -> as
     return row
 
 
-async def create_group(pool: asyncpg.Pool, viewer: Viewer, fields: GroupFields) -> asyncpg.Record:
+async def create_group(
+    pool: asyncpg.Pool, viewer: Viewer, fields: GroupFields, hub: Hub | None = None
+) -> asyncpg.Record:
     """The creator becomes the group's admin; the group gets its stream (and chat stream)."""
     if viewer.is_external:
         raise Forbidden("External contributors can't create groups")
@@ -93,9 +97,14 @@ async def create_group(pool: asyncpg.Pool, viewer: Viewer, fields: GroupFields) 
             )
             if viewer.id:
                 await memberships.insert(conn, viewer.community_id, group_id, viewer.id, "admin")
-            return await _reload(conn, viewer, group_id)
+            row = await _reload(conn, viewer, group_id)
+            events = await membership_events(
+                conn, viewer, group_id, joined=[viewer.id] if viewer.id else []
+            )
     except asyncpg.UniqueViolationError:
         raise _name_conflict() from None
+    await publish(hub, events)
+    return row
 
 
 async def update_group(
@@ -141,11 +150,16 @@ async def update_group(
         raise _name_conflict() from None
 
 
-async def delete_group(pool: asyncpg.Pool, viewer: Viewer, group_id: int) -> None:
+async def delete_group(
+    pool: asyncpg.Pool, viewer: Viewer, group_id: int, hub: Hub | None = None
+) -> None:
     """Group admin or community admin; memberships, requests, streams and pins go with it."""
     async with transaction(pool) as conn:
         await access_group(conn, viewer, group_id, admin=True)
+        members = await memberships.user_ids(conn, group_id)
         await groups.delete(conn, viewer.community_id, group_id)
+        events = await membership_events(conn, viewer, group_id, left=members)
+    await publish(hub, events)
 
 
 async def archive_group(pool: asyncpg.Pool, viewer: Viewer, group_id: int) -> asyncpg.Record:
@@ -156,7 +170,9 @@ async def archive_group(pool: asyncpg.Pool, viewer: Viewer, group_id: int) -> as
         return await _reload(conn, viewer, group_id)
 
 
-async def join_group(pool: asyncpg.Pool, viewer: Viewer, group_id: int) -> asyncpg.Record:
+async def join_group(
+    pool: asyncpg.Pool, viewer: Viewer, group_id: int, hub: Hub | None = None
+) -> asyncpg.Record:
     """Join a public, active group; joining one you belong to changes nothing."""
     async with transaction(pool) as conn:
         group = await access_group(conn, viewer, group_id)
@@ -168,7 +184,10 @@ async def join_group(pool: asyncpg.Pool, viewer: Viewer, group_id: int) -> async
             raise Forbidden("This group is private: ask to join it with a membership request")
         await memberships.insert(conn, viewer.community_id, group_id, viewer.id, "member")
         await memberships.delete_requests_of(conn, group_id, [viewer.id])
-        return await _reload(conn, viewer, group_id)
+        row = await _reload(conn, viewer, group_id)
+        events = await membership_events(conn, viewer, group_id, joined=[viewer.id])
+    await publish(hub, events)
+    return row
 
 
 async def keep_an_admin(conn: asyncpg.Connection, group_id: int, field: str) -> None:
@@ -178,7 +197,9 @@ async def keep_an_admin(conn: asyncpg.Connection, group_id: int, field: str) -> 
                       fields={field: ["is the last admin of the group"]})
 
 
-async def leave_group(pool: asyncpg.Pool, viewer: Viewer, group_id: int) -> asyncpg.Record:
+async def leave_group(
+    pool: asyncpg.Pool, viewer: Viewer, group_id: int, hub: Hub | None = None
+) -> asyncpg.Record:
     """Leave a group you belong to, unless you are its last admin (422)."""
     async with transaction(pool) as conn:
         await access_group(conn, viewer, group_id)
@@ -190,7 +211,10 @@ async def leave_group(pool: asyncpg.Pool, viewer: Viewer, group_id: int) -> asyn
         if current["role"] == "admin":
             await keep_an_admin(conn, group_id, "group_id")
         await memberships.delete(conn, group_id, viewer.id)
-        return await _reload(conn, viewer, group_id)
+        row = await _reload(conn, viewer, group_id)
+        events = await membership_events(conn, viewer, group_id, left=[viewer.id])
+    await publish(hub, events)
+    return row
 
 
 async def pin_group(

@@ -13,10 +13,13 @@ from dataclasses import dataclass
 import asyncpg
 
 from app.access import access_group
+from app.actions.group_events import membership_events, publish
 from app.actions.groups import keep_an_admin
 from app.actions.users import EMAIL_RE
 from app.context import Viewer
 from app.errors import Conflict, Forbidden, Invalid, NotFound
+from realtime.events import Event
+from realtime.hub import Hub
 from storage import groups, memberships, users
 from storage.db import transaction
 
@@ -60,7 +63,8 @@ def _check_joinable(group: asyncpg.Record, user: asyncpg.Record, field: str) -> 
 
 
 async def add_member(
-    pool: asyncpg.Pool, viewer: Viewer, group_id: int, user_id: int, role: str
+    pool: asyncpg.Pool, viewer: Viewer, group_id: int, user_id: int, role: str,
+    hub: Hub | None = None,
 ) -> asyncpg.Record:
     """Group admin adds one user; answers the member row (FULL user + membership)."""
     field = "group_membership[user_id]"
@@ -79,11 +83,15 @@ async def add_member(
         await memberships.delete_requests_of(conn, group_id, [user_id])
         row = await memberships.member(conn, viewer.community_id, viewer.id, group_id, user_id)
         assert row is not None
-        return row
+        events = await membership_events(conn, viewer, group_id, joined=[user_id],
+                                         notify=[user_id])
+    await publish(hub, events)
+    return row
 
 
 async def add_members(
-    pool: asyncpg.Pool, viewer: Viewer, group_id: int, entries: Sequence[NewMember]
+    pool: asyncpg.Pool, viewer: Viewer, group_id: int, entries: Sequence[NewMember],
+    hub: Hub | None = None,
 ) -> list[Added]:
     """Group admin adds users by id or e-mail, and invites e-mail addresses of non-users.
 
@@ -140,7 +148,7 @@ async def add_members(
             _check_joinable(group, user, field)
             new_members.setdefault(user["id"], entry.role)
             targets.append(user["id"])
-        await memberships.insert_many(
+        inserted = await memberships.insert_many(
             conn, viewer.community_id, group_id, list(new_members.items())
         )
         await memberships.delete_requests_of(conn, group_id, list(new_members))
@@ -148,6 +156,9 @@ async def add_members(
             conn, viewer.community_id, group_id, list(invitations.values()), viewer.id or None
         )
         current = await memberships.by_users(conn, group_id, list(new_members))
+        events = await membership_events(conn, viewer, group_id, joined=inserted,
+                                         notify=inserted)
+    await publish(hub, events)
     out: list[Added] = []
     for target in targets:
         if isinstance(target, str):
@@ -178,7 +189,9 @@ async def update_membership(
         return row
 
 
-async def remove_member(pool: asyncpg.Pool, viewer: Viewer, group_id: int, user_id: int) -> None:
+async def remove_member(
+    pool: asyncpg.Pool, viewer: Viewer, group_id: int, user_id: int, hub: Hub | None = None
+) -> None:
     """Group admin removes a member; removing the last admin is refused (422)."""
     async with transaction(pool) as conn:
         await access_group(conn, viewer, group_id, admin=True)
@@ -189,6 +202,8 @@ async def remove_member(pool: asyncpg.Pool, viewer: Viewer, group_id: int, user_
         if current["role"] == "admin":
             await keep_an_admin(conn, group_id, "user_id")
         await memberships.delete(conn, group_id, user_id)
+        events = await membership_events(conn, viewer, group_id, left=[user_id])
+    await publish(hub, events)
 
 
 # --- membership requests -----------------------------------------------------------------
@@ -227,7 +242,7 @@ async def cancel_membership_request(pool: asyncpg.Pool, viewer: Viewer, group_id
 
 
 async def approve_request(
-    pool: asyncpg.Pool, viewer: Viewer, group_id: int, request_id: int
+    pool: asyncpg.Pool, viewer: Viewer, group_id: int, request_id: int, hub: Hub | None = None
 ) -> asyncpg.Record:
     """Group admin: the requester becomes a member; answers the member row."""
     async with transaction(pool) as conn:
@@ -243,7 +258,12 @@ async def approve_request(
             conn, viewer.community_id, viewer.id, group_id, request["user_id"]
         )
         assert row is not None
-        return row
+        events: list[Event] = await membership_events(
+            conn, viewer, group_id, joined=[request["user_id"]], notify=[request["user_id"]],
+            approved=True,
+        )
+    await publish(hub, events)
+    return row
 
 
 async def reject_request(

@@ -22,7 +22,7 @@ from app.actions import groups as actions
 from app.context import community_of, viewer_of
 from app.params import OptionalId, Page, page_of, parse, path_id, read_params
 from app.render.groups import full_group
-from app.resources import pool_of
+from app.resources import hub_of, pool_of
 from app.responses import created, json_response, no_content
 from storage import groups
 
@@ -199,7 +199,8 @@ async def show_group(request: web.Request) -> web.Response:
 
 async def create_group(request: web.Request) -> web.Response:
     body = await parse(request, GroupCreateBody)
-    row = await actions.create_group(pool_of(request), viewer_of(request), body.group.to_fields())
+    row = await actions.create_group(pool_of(request), viewer_of(request), body.group.to_fields(),
+                                     hub=hub_of(request))
     return created(_one(request, row))
 
 
@@ -213,7 +214,8 @@ async def update_group(request: web.Request) -> web.Response:
 
 
 async def delete_group(request: web.Request) -> web.Response:
-    await actions.delete_group(pool_of(request), viewer_of(request), path_id(request, "group_id"))
+    await actions.delete_group(pool_of(request), viewer_of(request), path_id(request, "group_id"),
+                               hub=hub_of(request))
     return no_content()
 
 
@@ -226,13 +228,13 @@ async def archive_group(request: web.Request) -> web.Response:
 
 async def join_group(request: web.Request) -> web.Response:
     row = await actions.join_group(pool_of(request), viewer_of(request),
-                                   path_id(request, "group_id"))
+                                   path_id(request, "group_id"), hub=hub_of(request))
     return json_response(_one(request, row))
 
 
 async def leave_group(request: web.Request) -> web.Response:
     row = await actions.leave_group(pool_of(request), viewer_of(request),
-                                    path_id(request, "group_id"))
+                                    path_id(request, "group_id"), hub=hub_of(request))
     return json_response(_one(request, row))
 
 

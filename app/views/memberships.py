@@ -35,7 +35,7 @@ from app.render.groups import (
     membership_request,
     membership_with_user,
 )
-from app.resources import pool_of
+from app.resources import hub_of, pool_of
 from app.responses import created, json_response, no_content
 from app.views.groups import parse_listing
 from storage import groups, memberships
@@ -165,7 +165,7 @@ async def create_membership(request: web.Request) -> web.Response:
     body = await parse(request, MembershipBody)
     row = await actions.add_member(
         pool_of(request), viewer_of(request), group_id, body.group_membership.user_id,
-        body.group_membership.role,
+        body.group_membership.role, hub=hub_of(request),
     )
     return created({"group_membership": await _member_json(request, row)})
 
@@ -177,7 +177,8 @@ async def add_members(request: web.Request) -> web.Response:
         actions.NewMember(user_id=e.user_id, email=e.email, invite=e.invite, role=e.role)
         for e in body.group_memberships
     ]
-    added = await actions.add_members(pool_of(request), viewer_of(request), group_id, entries)
+    added = await actions.add_members(pool_of(request), viewer_of(request), group_id, entries,
+                                      hub=hub_of(request))
     return created({"group_memberships": [
         invitation(a.invite, a.role) if a.invite is not None
         else membership(a.membership_id, a.user_id, a.role, a.user_role)
@@ -200,7 +201,8 @@ async def delete_membership(request: web.Request) -> web.Response:
     """DELETE /api/groups/:group_id/memberships?user_id=N removes that member (204)."""
     group_id = path_id(request, "group_id")
     query = await parse(request, RemoveMemberQuery)
-    await actions.remove_member(pool_of(request), viewer_of(request), group_id, query.user_id)
+    await actions.remove_member(pool_of(request), viewer_of(request), group_id, query.user_id,
+                                hub=hub_of(request))
     return no_content()
 
 
@@ -237,7 +239,7 @@ async def list_membership_requests(request: web.Request) -> web.Response:
 async def approve_membership_request(request: web.Request) -> web.Response:
     row = await actions.approve_request(
         pool_of(request), viewer_of(request), path_id(request, "group_id"),
-        path_id(request, "request_id"),
+        path_id(request, "request_id"), hub=hub_of(request),
     )
     return json_response({"group_membership": await _member_json(request, row)})
 

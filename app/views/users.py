@@ -9,10 +9,19 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from app.access import access_user
 from app.actions import users as actions
+from app.actions.attachments import store_avatar
 from app.context import community_of, viewer_of
 from app.errors import NotFound
-from app.params import StrList, page_of, parse, path_id, read_params
-from app.resources import PASSWORDS, pool_of
+from app.params import (
+    PageParam,
+    StrList,
+    UploadedFile,
+    page_of,
+    parse,
+    path_id,
+    read_params,
+)
+from app.resources import PASSWORDS, blobs_of, pool_of
 from app.responses import created, json_response
 from storage import users
 
@@ -62,15 +71,15 @@ class UserListQuery(BaseModel):
     model_config = LOOSE
     state: str = Field("active", pattern="^(active|inactive|terminated|all)$")
     email: StrList | None = None
-    page: int | None = None
-    per_page: int | None = None
+    page: PageParam = None
+    per_page: PageParam = None
 
 
 class SearchQuery(BaseModel):
     model_config = LOOSE
     q: str = Field("", max_length=500)
-    page: int | None = None
-    per_page: int | None = None
+    page: PageParam = None
+    per_page: PageParam = None
 
 
 async def _render_rows(request: web.Request, rows: list[Any]) -> list[dict[str, Any]]:
@@ -94,7 +103,7 @@ async def list_users(request: web.Request) -> web.Response:
     viewer = viewer_of(request)
     rows = await users.list_users(
         pool_of(request), viewer.community_id, viewer.id,
-        states=actions.STATE_FILTERS[query.state], emails=query.email,
+        states=actions.STATE_FILTERS[query.state], emails=query.email or None,  # blank: any
         offset=page.offset, limit=page.limit,
     )
     return json_response({"users": await _render_rows(request, rows)})
@@ -129,6 +138,11 @@ async def update_user(request: web.Request) -> web.Response:
         pool_of(request), request.app[PASSWORDS], viewer_of(request), user_id,
         body.user.to_fields(),
     )
+    photo = ((await read_params(request)).get("user") or {}).get("profile_photo")
+    upload = photo.get("data") if isinstance(photo, dict) else None
+    if isinstance(upload, UploadedFile):
+        await store_avatar(pool_of(request), blobs_of(request), viewer_of(request), user_id,
+                           upload)
     return json_response({"user": await _render_one(request, user_id)})
 
 

@@ -109,7 +109,8 @@ async def test_no_notification_for_a_message_the_user_may_not_read(world: World)
     group = await world.group(ann, "Secret", members=(cy,), permission_mode="private")
     await post(ann, f"@{bob.username} and @{cy.username}", group_id=group["id"])
     assert await kinds_of(bob) == []  # not a member: the mention tells him nothing
-    assert [k[0] for k in await kinds_of(cy)] == ["at_mentions"]
+    # newest first: the mention, then being added to the group
+    assert [k[0] for k in await kinds_of(cy)] == ["at_mentions", "groups"]
 
 
 async def test_an_edit_notifies_only_the_newly_mentioned(world: World) -> None:
@@ -445,7 +446,7 @@ async def test_notify_thanks_and_the_announcement_mentions(world: World) -> None
 async def test_notify_group_membership(world: World) -> None:
     admin = await world.community()
     ann, bob, cy = [await world.user(admin, n) for n in ("Ann", "Bob", "Cy")]
-    group = await world.group(ann, "Cat Lovers", members=(bob, cy))
+    group = await world.group(ann, "Cat Lovers")
     async with transaction(world.pool) as conn:
         made = await notifications.notify_group_membership(
             conn, _viewer(ann), group["id"], [bob.id, ann.id])
@@ -466,3 +467,26 @@ async def test_notify_group_membership(world: World) -> None:
     # deleting the group deletes what was about it
     assert (await ann.api.delete(f"/api/groups/{group['id']}")).status in (200, 204)
     assert await kinds_of(bob) == [] and await kinds_of(cy) == []
+
+
+async def test_being_added_to_a_group_notifies_and_joining_yourself_does_not(
+    world: World,
+) -> None:
+    admin = await world.community()
+    ann, bob, cy = [await world.user(admin, n) for n in ("Ann", "Bob", "Cy")]
+    group = await world.group(ann, "Cat Lovers", members=(bob,))
+    assert await kinds_of(bob) == [("groups", "Group", group["id"])]
+    assert await kinds_of(ann) == []  # the creator is not told about their own group
+    assert (await cy.api.post(f"/api/groups/{group['id']}/join")).status == 200
+    assert await kinds_of(cy) == []
+    private = await world.group(ann, "Inner", permission_mode="private",
+                                allow_access_request=True)
+    asked = await cy.api.post(f"/api/groups/{private['id']}/membership_requests")
+    assert asked.status == 201
+    request_id = asked.json["membership_request"]["id"]
+    approved = await ann.api.post(
+        f"/api/groups/{private['id']}/membership_requests/{request_id}/approve")
+    assert approved.status == 200
+    [note] = (await notifications_of(cy))["notifications"]
+    assert (note["filter"], note["verb"], note["sent_by_user"]["id"]) == (
+        "groups", "approved", ann.id)

@@ -1,0 +1,75 @@
+"""Community-level endpoints: GET /api/community_info and the content filters.
+
+- GET /api/community_info -> 200 {"community": {...}} (shape: app/render/community.py). Counts
+  are what the viewer may see: active users, and groups listed to them.
+- GET /api/content_filters -> 200 {"content_filters": [{id, word, created_at}]}, every member,
+  by word, paged (page, per_page).
+- POST /api/content_filters (community admin) with content_filter[word] (or word) -> 201
+  {"content_filter": {...}}; a word already filtered is a 409.
+- DELETE /api/content_filters/:id (community admin) -> 204.
+Posting a message, comment, thanks or meeting whose text contains a filtered word (whole word,
+any letter case) is a 422 (app.actions.content_filters.check_text).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from app.actions import content_filters as filter_actions
+from app.context import viewer_of
+from app.errors import NotFound
+from app.params import page_of, parse, path_id, read_params
+from app.render.community import community_info, content_filter
+from app.resources import pool_of, settings_of
+from app.responses import created, json_response, no_content
+from storage import community_info as info_storage
+from storage import content_filters
+
+LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+
+
+class ContentFilterBody(BaseModel):
+    model_config = LOOSE
+    word: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unwrap(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("content_filter"), dict):
+            return {**data, **data["content_filter"]}
+        return data
+
+
+async def show_community_info(request: web.Request) -> web.Response:
+    viewer = viewer_of(request)
+    row = await info_storage.info(
+        pool_of(request), viewer.community_id, viewer.id, viewer.is_external
+    )
+    if row is None:
+        raise NotFound("Community not found")
+    body = community_info(row, attachment_max_bytes=settings_of(request).max_upload_bytes)
+    return json_response({"community": body})
+
+
+async def list_content_filters(request: web.Request) -> web.Response:
+    page = page_of(await read_params(request))
+    rows = await content_filters.list_filters(
+        pool_of(request), viewer_of(request).community_id, page.offset, page.limit
+    )
+    return json_response({"content_filters": [content_filter(r) for r in rows]})
+
+
+async def create_content_filter(request: web.Request) -> web.Response:
+    body = await parse(request, ContentFilterBody)
+    row = await filter_actions.create_filter(pool_of(request), viewer_of(request), body.word)
+    return created({"content_filter": content_filter(row)})
+
+
+async def delete_content_filter(request: web.Request) -> web.Response:
+    await filter_actions.delete_filter(
+        pool_of(request), viewer_of(request), path_id(request, "id")
+    )
+    return no_content()

@@ -18,6 +18,7 @@ from app.access import access_comment, access_message, may_comment, may_delete_c
 from app.actions import feed_hooks
 from app.actions.after_commit import AfterCommit, Outbox
 from app.actions.attachments import claim_attachments, delete_blobs
+from app.actions.content_filters import check_text
 from app.actions.messages import attachments_of, process_body
 from app.context import Viewer
 from app.errors import Forbidden, Invalid, NotFound
@@ -145,6 +146,7 @@ async def create_comment(
         message = await access_message(conn, viewer, message_id)
         if not may_comment(viewer, message):
             raise Forbidden("This group is archived: nothing can be posted in it")
+        await check_text(conn, viewer.community_id, text, field="comment[text]")
         body = await process_body(conn, viewer, base, text)
         comment_id = await comment_storage.insert(
             conn, viewer.community_id, message_id=message_id, user_id=viewer.id, text=text,
@@ -186,6 +188,7 @@ async def update_comment(
             return
         has_files = bool(await attachment_storage.for_subjects(conn, "comment", [comment_id]))
         value = _text(text, has_files)
+        await check_text(conn, viewer.community_id, value, field="comment[text]")
         body = await process_body(conn, viewer, base, value)
         await comment_storage.update(
             conn, viewer.community_id, comment_id, text=value, html_body=body.html,

@@ -29,6 +29,7 @@ from app.access import access_message, may_comment, may_edit_message
 from app.actions import feed_hooks
 from app.actions.after_commit import AfterCommit, Outbox
 from app.actions.attachments import claim_attachments, delete_blobs
+from app.actions.content_filters import check_text
 from app.actions.thanks_extensions import thanks_extensions
 from app.context import Viewer
 from app.errors import Forbidden, Invalid, NotFound
@@ -425,6 +426,7 @@ async def insert_message(
         raise Invalid.field(_param(new, "poll_id"), "is not a poll of yours without a message")
     await _check_shared(conn, viewer, new)
     addressed = await _addressed(conn, viewer, new)
+    await check_text(conn, viewer.community_id, f"{title}\n{body}", field=_param(new, "body"))
     processed = await process_body(conn, viewer, base, body, [url] if url else [])
     days = min(max(new.days_of_stickiness, 0), MAX_STICKINESS_DAYS) if announcement else 0
     message_id = await message_storage.insert(
@@ -503,6 +505,7 @@ async def update_message(
         url = (changes.url.strip() or None) if changes.url is not None else row["external_url"]
         if not (body.strip() or title or url):
             raise Invalid.field("message[body]", "can't be blank")
+        await check_text(conn, viewer.community_id, f"{title}\n{body}")
         before = {r["user_id"] for r in await message_storage.recipients(conn, [message_id])}
         processed = await process_body(conn, viewer, base, body, [url] if url else [])
         await message_storage.update_content(

@@ -22,15 +22,18 @@ from typing import Any
 
 import asyncpg
 
-from app.actions.after_commit import AfterCommit
+from app.actions.after_commit import AfterCommit, Outbox
 from app.actions.content_filters import check_text
 from app.actions.messages import NewMessage, insert_message, render_messages
+from app.actions.notifications import notify_thanks
 from app.actions.thanks_extensions import announcement_extension
 from app.context import Viewer
 from app.errors import Invalid, NotFound
 from app.render.thanks import thanks as render_thanks
 from app.render.users import display_name
+from realtime.hub import Hub
 from storage import badges as badge_storage
+from storage import events as event_store
 from storage import messages as message_storage
 from storage import thanks as thanks_storage
 from storage import users as user_storage
@@ -56,7 +59,7 @@ def _names(rows: Sequence[asyncpg.Record]) -> str:
 
 
 async def create_thanks(
-    pool: asyncpg.Pool, viewer: Viewer, base: str, fields: ThanksFields
+    pool: asyncpg.Pool, viewer: Viewer, base: str, fields: ThanksFields, hub: Hub | None = None
 ) -> int:
     body = (fields.body or "").strip()
     if not body:
@@ -72,7 +75,7 @@ async def create_thanks(
         raise Invalid.field("thanks[recipients]", "can't include yourself",
                             "You can't thank yourself")
     cid = viewer.community_id
-    after = AfterCommit()
+    after = AfterCommit(Outbox(pool, hub))
     async with transaction(pool) as conn:
         found = {u["id"]: u for u in await user_storage.by_ids(conn, cid, ids)}
         bad = [i for i in ids if i not in found or found[i]["state"] != "active"]
@@ -97,6 +100,10 @@ async def create_thanks(
             conn, cid, user_id=viewer.id, badge_id=badge["id"] if badge is not None else None,
             body=body, message_id=message_id, recipient_ids=ids,
         )
+        events = await notify_thanks(conn, viewer, row["id"], ids, body)
+        published = await event_store.append_events(conn, cid, events) if events else []
+    if hub is not None and published:
+        await hub.publish(published)
     await after.run()
     thanks_id: int = row["id"]
     return thanks_id

@@ -28,7 +28,7 @@ from app.context import community_of, viewer_of
 from app.errors import BadRequest, Invalid, NotFound
 from app.params import IdList, OptionalId, PageParam, page_of, parse, path_id, read_params
 from app.render.times import from_epoch
-from app.resources import pool_of
+from app.resources import hub_of, pool_of
 from app.responses import created, json_response
 from app.views.messages import MessageListQuery, limits_of
 from storage import badges as badge_storage
@@ -83,7 +83,8 @@ async def create_thanks(request: web.Request) -> web.Response:
     viewer = viewer_of(request)
     base = community_of(request).base_url
     pool = pool_of(request)
-    thanks_id = await actions.create_thanks(pool, viewer, base, body.thanks.to_fields())
+    thanks_id = await actions.create_thanks(pool, viewer, base, body.thanks.to_fields(),
+                                            hub=hub_of(request))
     async with pool.acquire() as conn:
         rendered = await actions.load_thanks(conn, viewer, thanks_id, base)
     return created({"thanks": rendered})

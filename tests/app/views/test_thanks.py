@@ -327,3 +327,23 @@ async def test_badge_messages_run_a_fixed_number_of_queries(
     for i in range(10):
         await thank(people[i % 3], [people[(i + 1) % 3]], f"#b{i}", star)
     assert await count() == few
+
+
+async def test_thanks_notifies_the_recipients_and_not_the_sender(world: World) -> None:
+    admin = await world.community()
+    ann = await world.user(admin, "Ann")
+    bob = await world.user(admin, "Bob")
+    resp = await ann.api.post("/api/thanks", json={"thanks": {
+        "body": "for the release notes", "recipients": [bob.id]}})
+    assert resp.status == 201, resp.text
+    thanks_id = resp.json["thanks"]["id"]
+    bobs = (await bob.api.get("/api/notifications")).json["notifications"]
+    assert [(n["filter"], n["notifiable_type"], n["notifiable_id"]) for n in bobs] == [
+        ("thanks", "Thanks", thanks_id)]
+    assert bobs[0]["sent_by_user"]["id"] == ann.id
+    anns = (await ann.api.get("/api/notifications")).json
+    assert anns["notifications"] == [] and anns["unread_notifications_count"] == 0
+    # the live event is stored for bob's sockets
+    names = await world.pool.fetch(
+        "SELECT name FROM realtime_events WHERE channel = $1", f"user:{bob.id}")
+    assert [r["name"] for r in names] == ["notification.created"]

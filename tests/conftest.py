@@ -135,3 +135,13 @@ async def client(
 @pytest.fixture
 def world(client: TestClient, settings: Settings) -> World:
     return World(client.app[POOL], Passwords(settings.argon2), client)
+
+
+@pytest.fixture
+async def fresh_database_url(pg_admin_dsn: str) -> AsyncIterator[str]:
+    """An empty, unmigrated database of this test's own (`commons_mig_<random>`), dropped after:
+    for the migration runner and the command line."""
+    name = f"commons_mig_{uuid.uuid4().hex[:12]}"
+    await _recreate(pg_admin_dsn, name)
+    yield _dsn_for(pg_admin_dsn, name)
+    await _drop(pg_admin_dsn, name)

@@ -422,22 +422,19 @@ async def test_notify_thanks_and_the_announcement_mentions(world: World) -> None
     assert resp.status == 201, resp.text
     thanks = resp.json["thanks"]
     message_id = thanks["announcement"]["id"]
-    cid = admin.community.id
-    async with transaction(world.pool) as conn:
-        made = await notifications.notify_thanks(conn, _viewer(ann), thanks["id"],
-                                                 [bob.id, ann.id], thanks["body"])
-        # what the announcement's message hook does: the thanked are not "mentioned" too
-        made += await notifications.notify_new_message(conn, cid, message_id, ann.id,
-                                                       [bob.id, cy.id])
-        await event_store.append_events(conn, cid, made)
-    assert [(e.channel, e.name) for e in made] == [
+    # the thanks action notified bob (thanks) and the announcement's hook cy (at_mentions);
+    # the thanked are not "mentioned" too, and ann is told nothing
+    made = await world.pool.fetch(
+        "SELECT channel, name, data FROM realtime_events WHERE name = 'notification.created' "
+        "ORDER BY id")
+    assert [(e["channel"], e["name"]) for e in made] == [
         (f"user:{bob.id}", "notification.created"), (f"user:{cy.id}", "notification.created")]
     [note] = (await notifications_of(bob))["notifications"]
     assert (note["filter"], note["verb"], note["notifiable_type"], note["notifiable_id"]) == (
         "thanks", "thanked", "Thanks", thanks["id"])
     assert note["notifiable_url"] == f"{admin.community.base_url}/thanks/{thanks['id']}"
     assert note["notifiable_text"] == thanks["body"]
-    assert made[0].data == note
+    assert made[0]["data"] == note
     assert await kinds_of(cy) == [("at_mentions", "Message", message_id)]
     assert await kinds_of(ann) == []
     assert [j["payload"]["check"]["switch"] for j in await jobs(world)] == [None]

@@ -173,7 +173,7 @@ async def test_incoming_webhook_posts_in_the_group(world: World) -> None:
     # the mentioned member is notified (after commit, like any message)
     notes = (await reader.api.get("/api/notifications")).json["notifications"]
     assert [(n["filter"], n["notifiable_type"], n["notifiable_id"]) for n in notes] == [
-        ("at_mentions", "Message", message["id"])]
+        ("at_mentions", "Message", message["id"]), ("groups", "Group", group["id"])]
     # also with the .json suffix and a form body
     form = await anon.post(incoming_path(hook) + ".json", data={"message[body]": "Second"})
     assert form.status == 204, form.text

@@ -62,9 +62,12 @@ async def check_password(
     if retry is not None:
         raise RateLimited(retry, "Too many failed logins; try again later")
     row = await users.by_login(app[POOL], community.id, login) if login else None
-    ok = row is not None and row["state"] == "active" and await app[PASSWORDS].verify(
-        row["id"], row["password_hash"], password
-    )
+    if row is None or row["state"] != "active":
+        # Same cost as a wrong password, so timing does not tell which logins exist.
+        await app[PASSWORDS].verify_nothing(password)
+        ok = False
+    else:
+        ok = await app[PASSWORDS].verify(row["id"], row["password_hash"], password)
     if not ok or row is None:
         await limiter.hit(key, limit)
         raise Unauthorized("Invalid login or password")

@@ -62,7 +62,8 @@ def create_app(
     async def database(app: web.Application) -> AsyncIterator[None]:
         assert settings.database_url
         pool = await create_pool(
-            settings.database_url, size=settings.db_pool_size, observer=query_observer
+            settings.database_url, size=settings.db_pool_size, observer=query_observer,
+            reset_sessions=False,
         )
         app[POOL] = pool
         app[COMMUNITIES] = CommunityResolver(pool)
@@ -108,6 +109,13 @@ def create_app(
     app.cleanup_ctx.append(redis)
     app.cleanup_ctx.append(blobs)
     app.cleanup_ctx.append(hub)
+
+    async def close_websockets(app: web.Application) -> None:
+        # Runs before the server waits for open requests: a websocket never ends by itself.
+        if HUB in app:
+            app[HUB].disconnect_all()
+
+    app.on_shutdown.append(close_websockets)
     add_routes(app)
     app.router.add_static("/assets/", STATIC_DIR, append_version=False)
     return app

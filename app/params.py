@@ -136,7 +136,9 @@ async def _read_multipart(request: web.Request) -> dict[str, Any]:
 async def read_body(request: web.Request) -> dict[str, Any]:
     if not request.body_exists:
         return {}
-    ctype = request.content_type
+    # No Content-Type at all (aiohttp then reports application/octet-stream): a form body, as
+    # sloppy clients send it.
+    ctype = request.content_type if "Content-Type" in request.headers else ""
     try:
         if ctype == "application/json" or ctype.endswith("+json"):
             raw = await request.read()

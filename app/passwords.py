@@ -34,6 +34,7 @@ class Passwords:
         self._cache_size = cache_size
         # Per-process key: the cache never holds anything an attacker could test guesses on.
         self._key = secrets.token_bytes(32)
+        self._dummy: str | None = None
 
     async def hash(self, password: str) -> str:
         return await asyncio.to_thread(self._hasher.hash, password)
@@ -73,6 +74,15 @@ class Passwords:
         if ok and self._cache_seconds > 0:
             self._remember(key)
         return bool(ok)
+
+    async def verify_nothing(self, password: str) -> None:
+        """A full verification that always fails: for logins that match no usable account."""
+        if self._dummy is None:
+            self._dummy = await self.hash(secrets.token_urlsafe(16))
+        try:
+            await asyncio.to_thread(self._hasher.verify, self._dummy, password or "-")
+        except (VerifyMismatchError, VerificationError, InvalidHashError):
+            pass
 
     def forget_all(self) -> None:
         self._cache.clear()

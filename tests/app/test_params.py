@@ -512,3 +512,13 @@ async def test_request_ids_are_echoed_only_when_sane(echo: TestClient) -> None:
         resp = await echo.get("/echo", headers={"X-Request-Id": bad})
         assert resp.headers["X-Request-Id"] != bad
         assert len(resp.headers["X-Request-Id"]) == 32
+
+
+async def test_a_body_without_content_type_is_read_as_a_form(world: World) -> None:
+    admin = await world.community()
+    resp = await admin.api.post(
+        "/api/custom_fields", data=b"name=Shoe+size;order=3",
+        skip_auto_headers={"Content-Type"},
+    )
+    assert resp.status == 201, resp.text
+    assert resp.json["custom_field"]["name"] == "Shoe size"

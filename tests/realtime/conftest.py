@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-import orjson
 import pytest
 import pytest_asyncio
 from aiohttp import web
@@ -26,6 +25,7 @@ from realtime.websocket import (
     parse_since,
     serve_realtime,
 )
+from storage.db import create_pool
 from storage.events import append_events
 
 MIGRATION = Path(__file__).resolve().parents[2] / "migrations" / "0006_realtime.sql"
@@ -94,22 +94,10 @@ def rt_redis_url(rt_servers: tuple[str, str]) -> str:
     return rt_servers[1]
 
 
-async def _codecs(conn: asyncpg.Connection) -> None:
-    # The app's pool decodes json/jsonb with orjson; the storage layer must not care.
-    for typename in ("json", "jsonb"):
-        await conn.set_type_codec(
-            typename,
-            schema="pg_catalog",
-            encoder=lambda v: orjson.dumps(v).decode(),
-            decoder=orjson.loads,
-            format="text",
-        )
-
-
 @pytest_asyncio.fixture
 async def rt_pool(rt_dsn: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await asyncpg.create_pool(rt_dsn, min_size=1, max_size=20, init=_codecs)
-    assert pool is not None
+    # the app's own pool (json decoded by orjson): storage must work with it
+    pool = await create_pool(rt_dsn, size=20)
     await pool.execute("TRUNCATE realtime_events, realtime_event_counters")
     yield pool
     await pool.close()

@@ -16,6 +16,7 @@ import pytest
 import pytest_asyncio
 
 from realtime.events import NewEvent
+from storage.db import create_pool
 from storage.events import (
     append_events,
     events_since,
@@ -56,22 +57,10 @@ def events_dsn() -> Iterator[str]:
     asyncio.run(_run(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
-async def _codecs(conn: asyncpg.Connection) -> None:
-    # Like the app's pool: json decoded by orjson. Storage must work regardless.
-    for typename in ("json", "jsonb"):
-        await conn.set_type_codec(
-            typename,
-            schema="pg_catalog",
-            encoder=lambda v: orjson.dumps(v).decode(),
-            decoder=orjson.loads,
-            format="text",
-        )
-
-
 @pytest_asyncio.fixture
 async def pool(events_dsn: str) -> AsyncIterator[asyncpg.Pool]:
-    pool = await asyncpg.create_pool(events_dsn, min_size=1, max_size=30, init=_codecs)
-    assert pool is not None
+    # the app's own pool (json decoded by orjson): storage must work with it
+    pool = await create_pool(events_dsn, size=30)
     await pool.execute("TRUNCATE realtime_events, realtime_event_counters")
     yield pool
     await pool.close()

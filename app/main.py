@@ -12,7 +12,7 @@ from pathlib import Path
 from aiohttp import web
 from aiohttp_session import session_middleware
 from aiohttp_session.cookie_storage import EncryptedCookieStorage
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 
 from app.config import Settings
 from app.middleware import auth_middleware, errors_middleware
@@ -74,7 +74,11 @@ def create_app(
         limiter: RateLimiter
         client: Redis | None = None
         if settings.redis_url:
-            client = Redis.from_url(settings.redis_url)
+            # Blocking pool: a burst of concurrent requests waits for a connection instead
+            # of failing once the pool's limit is reached.
+            client = Redis.from_pool(BlockingConnectionPool.from_url(
+                settings.redis_url, max_connections=50, timeout=2,
+            ))
             app[REDIS] = client
             limiter = RedisRateLimiter(client, settings.redis_prefix)
         else:

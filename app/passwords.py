@@ -4,6 +4,10 @@ A full Argon2id verification costs tens of milliseconds by design. Clients of th
 Basic credentials on every request, so after one full verification we remember, for a while,
 a keyed digest of (user id, stored hash, password). Changing the password changes the stored
 hash, so old entries stop matching at once; deactivation is checked on the user row itself.
+
+Requests that arrive together with the same not-yet-verified credentials (a client opening
+many connections at once, e.g. after a restart) share one verification instead of each paying
+a full Argon2id.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ class Passwords:
         # Per-process key: the cache never holds anything an attacker could test guesses on.
         self._key = secrets.token_bytes(32)
         self._dummy: str | None = None
+        # cache key -> the verification in progress for those credentials
+        self._verifying: dict[bytes, asyncio.Future[bool]] = {}
 
     async def hash(self, password: str) -> str:
         return await asyncio.to_thread(self._hasher.hash, password)
@@ -67,6 +73,15 @@ class Passwords:
         key = self._cache_key(user_id, stored, password)
         if self._cache_seconds > 0 and self._cached(key):
             return True
+        running = self._verifying.get(key)
+        if running is None:
+            running = asyncio.ensure_future(self._verify_and_remember(key, stored, password))
+            self._verifying[key] = running
+            running.add_done_callback(lambda _: self._verifying.pop(key, None))
+        # shielded: a caller that goes away does not cancel the others' verification
+        return await asyncio.shield(running)
+
+    async def _verify_and_remember(self, key: bytes, stored: str, password: str) -> bool:
         try:
             ok = await asyncio.to_thread(self._hasher.verify, stored, password)
         except (VerifyMismatchError, VerificationError, InvalidHashError):

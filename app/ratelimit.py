@@ -2,14 +2,22 @@
 
 `hit(key, limit)` counts one event in the current minute and returns the seconds to wait when
 the count is over the limit; `peek` only reads.
+
+While Redis cannot be reached, `RedisRateLimiter` counts in the process instead (each process
+then allows the limit on its own) rather than failing every request: Redis is shared plumbing
+the API keeps working without, as the realtime hub does.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Protocol
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+log = logging.getLogger(__name__)
 
 WINDOW = 60
 
@@ -30,22 +38,44 @@ class RedisRateLimiter:
     def __init__(self, redis: Redis, prefix: str) -> None:
         self._redis = redis
         self._prefix = prefix
+        self._fallback = MemoryRateLimiter()
+        self._down = False
 
     def _key(self, key: str, window: int) -> tuple[str, int]:
         start, remaining = _window(window)
         return f"{self._prefix}:rl:{key}:{start}", remaining
 
+    def _failed(self, exc: Exception) -> None:
+        if not self._down:
+            self._down = True
+            log.warning("rate limits counted in this process: Redis is unreachable: %r", exc)
+
+    def _answered(self) -> None:
+        if self._down:
+            self._down = False
+            log.warning("rate limits counted in Redis again")
+
     async def hit(self, key: str, limit: int, window: int = WINDOW) -> int | None:
         rkey, remaining = self._key(key, window)
-        async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.incr(rkey)
-            pipe.expire(rkey, window + 1, nx=True)
-            count, _ = await pipe.execute()
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.incr(rkey)
+                pipe.expire(rkey, window + 1, nx=True)
+                count, _ = await pipe.execute()
+        except (RedisError, OSError) as exc:
+            self._failed(exc)
+            return await self._fallback.hit(key, limit, window)
+        self._answered()
         return remaining if int(count) > limit else None
 
     async def peek(self, key: str, limit: int, window: int = WINDOW) -> int | None:
         rkey, remaining = self._key(key, window)
-        count = await self._redis.get(rkey)
+        try:
+            count = await self._redis.get(rkey)
+        except (RedisError, OSError) as exc:
+            self._failed(exc)
+            return await self._fallback.peek(key, limit, window)
+        self._answered()
         return remaining if count is not None and int(count) >= limit else None
 
 

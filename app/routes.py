@@ -34,6 +34,7 @@ from app.views import meta as meta_views
 from app.views import notifications as notification_views
 from app.views import polls as poll_views
 from app.views import reach_extensions as reach_extension_views
+from app.views import realtime as realtime_views
 from app.views import search as search_views
 from app.views import streams as stream_views
 from app.views import thanks as thanks_views
@@ -329,6 +330,9 @@ ROUTES: list[Route] = [
        "Post in a group's chat", body=chat_views.ChatMessageBody),
     _r("PATCH", "/api/groups/:group_id/chat_messages", chat_views.mark_chat_read,
        "Mark a group's chat read up to now"),
+    # realtime
+    _r("GET", "/api/realtime", realtime_views.realtime,
+       "Websocket of live events (welcome, events, resume with since / Last-Event-ID)"),
     # notifications
     _r("GET", "/api/notifications", notification_views.list_notifications,
        "Your notifications, most recent first, with counts",

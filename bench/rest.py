@@ -19,7 +19,8 @@ What it does, in one run (about 30 s with the defaults on an idle machine):
    concurrent keep-alive connections (aiohttp client, one coroutine per connection, each
    sending its next request as soon as the previous answer is read), a warm-up second that is
    not counted, then `--seconds` of measurement. Reports requests per second, p50 and p99
-   latency, and the ratio of the server's req/s to the floor's.
+   latency, the CPU time the server process spent per request (from /proc: less sensitive to
+   other work on the machine than req/s), and the ratio of the server's req/s to the floor's.
 5. The cost of authentication: sequential requests to GET /api/userinfo as users whose
    password the server has not verified yet (a full Argon2id verify at production cost: a cold
    credentials cache) and then again as the same users (warm cache).
@@ -33,6 +34,15 @@ measured in the same conditions, which is what the ratio is for.
 
 Scenarios are a list of (name, method, path, body) in SCENARIOS; add endpoints there (a body
 is sent as JSON). `--only NAME` runs a subset.
+
+The feed scenarios read and write messages: the seed also posts FEED_MESSAGES messages (by
+various users; half of them in groups the admin belongs to, some by the admin, some
+@mentioning the admin, the rest elsewhere in the company), each with 3 comments and 5 likes
+and a #hashtag, written straight in SQL in one transaction (bodies rendered by the real
+markup code), so that the admin's Home stream (`GET /api/messages`, 20 per page) shows 20
+messages with their comments and likes. `POST /api/messages` posts a short text with a
+#hashtag and an @mention of a seeded user through the real action (notifications included);
+it adds a message per request, so the table grows during the run.
 """
 
 from __future__ import annotations
@@ -77,12 +87,16 @@ class Scenario:
     body: Any = None  # sent as JSON when not None
 
 
+MENTIONED = "robin"  # a user the seed creates, @mentioned by the posting scenario
+FEED_MESSAGES = 200
+FEED_GROUPS = 4
+
 SCENARIOS: list[Scenario] = [
     Scenario("users?per_page=20", "GET", "/api/users?per_page=20"),
     Scenario("userinfo", "GET", "/api/userinfo"),
-    # The messages engineer adds e.g.:
-    # Scenario("messages", "GET", "/api/messages"),
-    # Scenario("post message", "POST", "/api/messages", {"message": {"body": "Hello"}}),
+    Scenario("messages", "GET", "/api/messages"),
+    Scenario("new message", "POST", "/api/messages",
+             {"message": {"body": f"Shipping the #release today, thanks @{MENTIONED}!"}}),
 ]
 
 
@@ -93,6 +107,13 @@ class Result:
     seconds: float = 0.0
     latencies: list[float] = field(default_factory=list)
     statuses: dict[int, int] = field(default_factory=dict)
+    cpu_seconds: float | None = None  # the server process's CPU time over the measured span
+
+    @property
+    def cpu_ms_per_request(self) -> float:
+        if self.cpu_seconds is None or not self.requests:
+            return float("nan")
+        return self.cpu_seconds * 1000 / self.requests
 
     @property
     def rps(self) -> float:
@@ -153,10 +174,109 @@ async def seed(dsn: str, users: int) -> dict[str, Any]:
             "SELECT email FROM users WHERE email <> $1 ORDER BY id", ADMIN_EMAIL)]
         follows = await pool.fetchval("SELECT count(*) FROM follows")
         values = await pool.fetchval("SELECT count(*) FROM custom_field_values")
+        feed = await seed_feed(pool)
+        # Planner statistics, as a database in service has them (autovacuum would analyze
+        # the fresh tables only later, in the middle of the runs).
+        await pool.execute("ANALYZE")
     finally:
         await pool.close()
     return {**summary, "logins": logins, "password": DEMO_PASSWORD, "follows": follows,
-            "custom_values": values}
+            "custom_values": values, **feed}
+
+
+async def seed_feed(pool: asyncpg.Pool) -> dict[str, int]:
+    """Groups (made by the real action, the admin their admin) and FEED_MESSAGES messages
+    with 3 comments and 5 likes each, in SQL in one transaction."""
+    import random
+    from datetime import UTC, datetime, timedelta
+
+    from app.actions.groups import GroupFields, create_group
+    from app.context import Viewer
+    from app.markup.entities import extract_hashtags
+    from app.markup.html import MentionTarget, render_html
+    from app.urls import user_url
+    from storage import topics as topic_storage
+    from storage import users as user_storage
+    from storage.db import transaction
+
+    rng = random.Random(7)
+    admin = await pool.fetchrow(
+        "SELECT id, community_id, username FROM users WHERE email = $1", ADMIN_EMAIL)
+    assert admin is not None
+    cid, admin_id = admin["community_id"], admin["id"]
+    base = f"https://{DOMAIN}"
+    viewer = Viewer(id=admin_id, community_id=cid, role="tenant_admin")
+    groups = [
+        (await create_group(pool, viewer, GroupFields(name=f"Bench team {i}")))["id"]
+        for i in range(FEED_GROUPS)
+    ]
+    async with transaction(pool) as conn:
+        await user_storage.insert(conn, cid, email=f"{MENTIONED}@{DOMAIN}",
+                                  username=MENTIONED, first_name="Robin", last_name="Bench")
+        people = [r["id"] for r in await conn.fetch(
+            "SELECT id FROM users WHERE community_id = $1 AND id <> $2 ORDER BY id",
+            cid, admin_id)]
+        await conn.executemany(
+            "INSERT INTO group_memberships (community_id, group_id, user_id) VALUES ($1, $2, $3)"
+            " ON CONFLICT DO NOTHING",
+            [(cid, g, p) for g in groups for p in people[:60]],
+        )
+        mention = {admin["username"].lower(): MentionTarget(
+            "user", admin_id, admin["username"], user_url(base, admin_id, admin["username"]),
+            f"/api/users/{admin_id}-{admin['username'].lower()}.json")}
+        tags = ["release", "design", "support", "hiring", "ops"]
+        topic_ids = dict(zip(tags, await topic_storage.upsert(conn, cid, tags, admin_id),
+                             strict=True))
+        now = datetime.now(UTC)
+        comments_made = likes_made = 0
+        for i in range(FEED_MESSAGES):
+            kind = i % 8
+            group_id = groups[i % FEED_GROUPS] if kind < 4 else None
+            author = admin_id if kind == 4 else rng.choice(people[:60])
+            tag = tags[i % len(tags)]
+            body = f"Update {i} on the #{tag} work: see the notes and tell me what you think."
+            if kind == 5:
+                body = f"@{admin['username']} could you look at the #{tag} plan? ({i})"
+            when = now - timedelta(minutes=10 * (FEED_MESSAGES - i))
+            message_id = await conn.fetchval(
+                "INSERT INTO messages (community_id, user_id, group_id, body, html_body, "
+                "source, last_interacted_at, created_at, updated_at) "
+                "VALUES ($1, $2, $3, $4, $5, 'api', $6, $6, $6) RETURNING id",
+                cid, author, group_id, body, render_html(body, base_url=base, mentions=mention),
+                when,
+            )
+            recipients: list[tuple[int | None, int | None, str, int]] = []
+            if group_id is not None:
+                recipients.append((None, group_id, "group", 0))
+            if kind == 5:
+                recipients.append((admin_id, None, "mention", 1000))
+            await conn.executemany(
+                "INSERT INTO message_recipients (community_id, message_id, user_id, group_id, "
+                "reason, position) VALUES ($1, $2, $3, $4, $5, $6)",
+                [(cid, message_id, *r) for r in recipients],
+            )
+            await conn.execute(
+                "INSERT INTO message_topics (community_id, message_id, topic_id) "
+                "VALUES ($1, $2, $3)", cid, message_id, topic_ids[extract_hashtags(body)[0]])
+            for c in range(3):
+                text = f"Comment {c} on {i}: agreed, let's do it."
+                await conn.execute(
+                    "INSERT INTO comments (community_id, message_id, user_id, text, html_body, "
+                    "created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $6)",
+                    cid, message_id, rng.choice(people), text,
+                    render_html(text, base_url=base, mentions={}),
+                    when + timedelta(minutes=c + 1),
+                )
+                comments_made += 1
+            await conn.executemany(
+                "INSERT INTO likes (community_id, user_id, message_id, created_at) "
+                "VALUES ($1, $2, $3, $4)",
+                [(cid, u, message_id, when + timedelta(minutes=5))
+                 for u in rng.sample(people, 5)],
+            )
+            likes_made += 5
+    return {"messages": FEED_MESSAGES, "comments": comments_made, "likes": likes_made,
+            "groups": len(groups)}
 
 
 # --- servers --------------------------------------------------------------------------------
@@ -254,13 +374,24 @@ async def wait_until_up(url: str, proc: Any, seconds: float = 30) -> None:
 # --- load -----------------------------------------------------------------------------------
 
 
+def cpu_time(pid: int | None) -> float | None:
+    """User + system CPU seconds of a process so far (Linux /proc), else None."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def basic(login: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{login}:{password}".encode()).decode()
 
 
 async def load(
     base: str, scenario: Scenario, headers: dict[str, str], concurrency: int,
-    warmup: float, seconds: float,
+    warmup: float, seconds: float, pid: int | None = None,
 ) -> Result:
     result = Result()
     data = orjson.dumps(scenario.body) if scenario.body is not None else None
@@ -294,7 +425,15 @@ async def load(
                     if not 200 <= status < 300:
                         result.errors += 1
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        async def cpu_meter() -> None:
+            await asyncio.sleep(max(0.0, measure_from - time.perf_counter()))
+            before = cpu_time(pid)
+            await asyncio.sleep(max(0.0, end - time.perf_counter()))
+            after = cpu_time(pid)
+            if before is not None and after is not None:
+                result.cpu_seconds = after - before
+
+        await asyncio.gather(cpu_meter(), *(worker() for _ in range(concurrency)))
     result.seconds = seconds
     return result
 
@@ -318,7 +457,7 @@ async def auth_cost(base: str, logins: list[str], password: str) -> tuple[list[f
     warm: list[float] = []
     async with aiohttp.ClientSession() as session:
         for login in logins:
-            headers = {"Authorization": basic(login, password)}
+            headers = {"Authorization": basic(login, password), "Host": DOMAIN}
             for bucket in (cold, warm):
                 t0 = time.perf_counter()
                 async with session.get(base + "/api/userinfo", headers=headers) as resp:
@@ -353,11 +492,15 @@ async def run(args: argparse.Namespace) -> int:
     async with fresh_database(admin_dsn) as dsn:
         seeded = await seed(dsn, args.users)
         print(f"seeded {seeded['users_created']} users, {seeded['follows']} follows, "
-              f"{seeded['custom_values']} custom field values "
-              f"({time.monotonic() - t_start:.1f} s)")
+              f"{seeded['custom_values']} custom field values, {seeded['groups']} groups, "
+              f"{seeded['messages']} messages, {seeded['comments']} comments, "
+              f"{seeded['likes']} likes ({time.monotonic() - t_start:.1f} s)")
         port, floor_port = free_port(), free_port()
         base, floor_base = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{floor_port}"
-        headers = {"Authorization": basic(ADMIN_EMAIL, ADMIN_PASSWORD)}
+        # The community's own host name, as a real deployment sees it (a host that matches no
+        # community costs one more query per request: the sole-community fallback is never
+        # cached). aiohttp sends this Host header as given.
+        headers = {"Authorization": basic(ADMIN_EMAIL, ADMIN_PASSWORD), "Host": DOMAIN}
         data_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"commons-bench-{os.getpid()}"
         with commons_server(dsn, port, data_dir) as server:
             await wait_until_up(base + "/api/openapi.json", server)
@@ -381,9 +524,9 @@ async def run(args: argparse.Namespace) -> int:
                 results: list[tuple[Scenario, Result, Result, int]] = []
                 for scenario in scenarios:
                     ours = await load(base, scenario, headers, args.concurrency, args.warmup,
-                                      args.seconds)
+                                      args.seconds, server.pid)
                     bare = await load(floor_base, scenario, headers, args.concurrency,
-                                      args.warmup, args.seconds)
+                                      args.warmup, args.seconds, floor.pid)
                     size = len(answers[(scenario.method, scenario.path.split("?")[0])][2])
                     results.append((scenario, ours, bare, size))
                 cold, warm = await auth_cost(base, seeded["logins"][: args.auth_samples],
@@ -395,18 +538,21 @@ async def run(args: argparse.Namespace) -> int:
     print(f"Commons REST benchmark: {args.concurrency} concurrent keep-alive connections, "
           f"{args.warmup:g} s warm-up + {args.seconds:g} s per run, {cpus} CPU(s), "
           + ("server pinned to CPU 0, client to CPU 1" if pinning else "no CPU pinning"))
-    widths = [22, 7, 9, 9, 9, 10, 9, 9, 7]
-    print(row(["endpoint", "bytes", "req/s", "p50 ms", "p99 ms", "floor r/s", "floor p50",
-               "floor p99", "ratio"], widths))
+    widths = [22, 7, 7, 8, 8, 8, 9, 9, 9, 8, 6]
+    print(row(["endpoint", "bytes", "req/s", "p50 ms", "p99 ms", "cpu ms", "floor r/s",
+               "floor p50", "floor p99", "fl. cpu", "ratio"], widths))
     for scenario, ours, bare, size in results:
         ratio = ours.rps / bare.rps if bare.rps else float("nan")
         print(row([f"{scenario.method} {scenario.name}", str(size), f"{ours.rps:.0f}",
                    f"{ours.percentile(50):.1f}", f"{ours.percentile(99):.1f}",
-                   f"{bare.rps:.0f}", f"{bare.percentile(50):.1f}",
-                   f"{bare.percentile(99):.1f}", f"{ratio:.2f}"], widths))
+                   f"{ours.cpu_ms_per_request:.2f}", f"{bare.rps:.0f}",
+                   f"{bare.percentile(50):.1f}", f"{bare.percentile(99):.1f}",
+                   f"{bare.cpu_ms_per_request:.2f}", f"{ratio:.2f}"], widths))
         for label, res in (("server", ours), ("floor", bare)):
             if res.errors:
                 print(f"  ! {label}: {res.errors} non-2xx answers {res.statuses}")
+    print("cpu ms: CPU time (user + system) of the server process per request over the measured "
+          "span (PostgreSQL's share not included); steadier than req/s on a busy machine")
     print()
     print(f"auth (GET /api/userinfo, sequential, {len(cold)} users): cold credentials cache "
           f"(full Argon2id verify) p50 {statistics.median(cold):.1f} ms, "

@@ -89,6 +89,14 @@ WHERE a.subject_type = $1 AND a.subject_id = ANY($2::bigint[])
 ORDER BY a.subject_id, a.id
 """
 
+# The attachments of the messages $1 and of the comments $2 (a page of the feed), at once.
+FOR_MESSAGES_AND_COMMENTS = f"""
+SELECT {COLUMNS} FROM attachments a
+WHERE (a.subject_type = 'message' AND a.subject_id = ANY($1::bigint[]))
+   OR (a.subject_type = 'comment' AND a.subject_id = ANY($2::bigint[]))
+ORDER BY a.subject_type, a.subject_id, a.id
+"""
+
 DELETE = f"DELETE FROM attachments a WHERE a.community_id = $1 AND a.id = $2 RETURNING {COLUMNS}"
 
 DELETE_FOR_SUBJECTS = f"""
@@ -218,6 +226,20 @@ async def for_subjects(
         return out
     for row in await conn.fetch(FOR_SUBJECTS, subject_type, list(set(subject_ids))):
         out.setdefault(row["subject_id"], []).append(row)
+    return out
+
+
+async def for_messages_and_comments(
+    conn: Conn, message_ids: Sequence[int], comment_ids: Sequence[int]
+) -> dict[tuple[str, int], list[asyncpg.Record]]:
+    """for_subjects of messages and of comments in one query, keyed by (subject type, id)."""
+    out: dict[tuple[str, int], list[asyncpg.Record]] = {}
+    if not message_ids and not comment_ids:
+        return out
+    for row in await conn.fetch(
+        FOR_MESSAGES_AND_COMMENTS, list(set(message_ids)), list(set(comment_ids))
+    ):
+        out.setdefault((row["subject_type"], row["subject_id"]), []).append(row)
     return out
 
 

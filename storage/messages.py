@@ -181,6 +181,15 @@ SELECT g.id, g.groupname FROM groups g
 WHERE g.community_id = $1 AND lower(g.groupname) = ANY($4::text[])
   AND {readable_sql("g", "$2", "$3")}
 """
+# Both at once: (kind 'user' | 'group', id, name).
+MENTIONABLE = f"""
+SELECT 'user' AS kind, u.id, u.username AS name FROM users u
+WHERE u.community_id = $1 AND lower(u.username) = ANY($4::text[])
+UNION ALL
+SELECT 'group', g.id, g.groupname FROM groups g
+WHERE g.community_id = $1 AND lower(g.groupname) = ANY($4::text[])
+  AND {readable_sql("g", "$2", "$3")}
+"""
 
 UPSERT_RESOURCES = """
 INSERT INTO external_resources AS r (community_id, url)
@@ -281,6 +290,8 @@ async def by_id(
 async def readable_by_ids(
     conn: Conn, community_id: int, viewer_id: int, external: bool, ids: Sequence[int]
 ) -> list[asyncpg.Record]:
+    if not ids:
+        return []
     return await conn.fetch(BY_IDS_READABLE, community_id, viewer_id, external, list(ids))
 
 
@@ -390,6 +401,8 @@ async def groups(
     conn: Conn, community_id: int, viewer_id: int, external: bool, group_ids: Sequence[int]
 ) -> list[asyncpg.Record]:
     """Short group rows plus the viewer's role in each and whether they may see it."""
+    if not group_ids:
+        return []
     return await conn.fetch(GROUPS, community_id, viewer_id, external, list(group_ids))
 
 
@@ -417,6 +430,19 @@ async def mentionable_groups(
     )
 
 
+async def mentionable(
+    conn: Conn, community_id: int, viewer_id: int, external: bool, names: Sequence[str]
+) -> tuple[list[asyncpg.Record], list[asyncpg.Record]]:
+    """mentionable_users and mentionable_groups in one query: (users, groups), each row with
+    `id` and `name`."""
+    if not names:
+        return [], []
+    rows = await conn.fetch(
+        MENTIONABLE, community_id, viewer_id, external, [n.lower() for n in names]
+    )
+    return [r for r in rows if r["kind"] == "user"], [r for r in rows if r["kind"] == "group"]
+
+
 async def upsert_resources(
     conn: asyncpg.Connection, community_id: int, urls: Sequence[str]
 ) -> list[int]:
@@ -432,6 +458,8 @@ async def upsert_resources(
 async def resources(
     conn: Conn, community_id: int, ids: Sequence[int]
 ) -> list[asyncpg.Record]:
+    if not ids:
+        return []
     return await conn.fetch(RESOURCES, community_id, list(ids))
 
 

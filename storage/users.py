@@ -21,13 +21,30 @@ u.title, u.company_login, u.manager_id, u.status_message, u.out_of_office,
 u.back_in_office_on, u.contact_info, u.avatar_id
 """
 
+# The manager of a FULL row (`manager`, a record of these columns in this order, or NULL): the
+# columns its embedded form needs.
+MANAGER_FIELDS = (
+    "id", "username", "first_name", "last_name", "role", "state", "title", "company_login",
+    "out_of_office", "back_in_office_on", "avatar_id",
+)
+
+# Everything the full form shows, in one statement: follow counts, whether the viewer ($2)
+# follows the user, the manager (a record of MANAGER_FIELDS, or NULL) and the custom field
+# values (a JSON array of [field id, field name, value], in the fields' order, or NULL). Only a
+# record of scalars and JSON: asyncpg decodes them without a type-introspection query (an
+# array of records would need one on each new connection; arrays inside a record fail).
 FULL = (
     BASIC
-    + """,
+    + f""",
 (SELECT count(*) FROM follows f WHERE f.follower_id = u.id)::int AS following_count,
 (SELECT count(*) FROM follows f WHERE f.followed_id = u.id)::int AS followers_count,
 EXISTS (SELECT 1 FROM follows f WHERE f.follower_id = $2 AND f.followed_id = u.id)
-    AS viewer_follows
+    AS viewer_follows,
+(SELECT ROW({", ".join("mgr." + c for c in MANAGER_FIELDS)}) FROM users mgr
+ WHERE mgr.id = u.manager_id AND mgr.community_id = u.community_id) AS manager,
+(SELECT json_agg(json_build_array(cf.id, cf.name, cfv.value) ORDER BY cf.position, cf.id)
+ FROM custom_field_values cfv JOIN custom_fields cf ON cf.id = cfv.custom_field_id
+ WHERE cfv.user_id = u.id) AS custom_values
 """
 )
 

@@ -30,7 +30,7 @@ from app.actions import feed_hooks
 from app.actions.after_commit import AfterCommit, Outbox
 from app.actions.attachments import claim_attachments, delete_blobs
 from app.actions.content_filters import check_text
-from app.actions.thanks_extensions import thanks_extensions
+from app.actions.thanks_extensions import THANKS_MESSAGE_TYPE, thanks_extensions
 from app.context import Viewer
 from app.errors import Forbidden, Invalid, NotFound
 from app.markup.entities import extract_hashtags, extract_mentions, extract_urls
@@ -109,8 +109,10 @@ async def load_feed(
 ) -> FeedData:
     """Everything the messages `rows` show, whatever their number: one query each for shared
     messages, comments, likes (of messages and comments), recipients, users, groups, tags,
-    external resources, attachments of messages and of comments, and polls; then the thanks
-    announcements among them (app.actions.thanks_extensions: one query, four with thanks)."""
+    external resources, attachments (of messages and comments at once), and polls; then the
+    thanks announcements among them (app.actions.thanks_extensions: four queries when there
+    are thanks messages). The queries whose list of ids is empty are not run (no shared
+    message, no link, no group, no thanks...)."""
     data = FeedData(base, viewer)
     if not rows:
         return data
@@ -146,10 +148,16 @@ async def load_feed(
                                           list(group_ids))
     tags = await topic_storage.of_messages(conn, every_ids)
     resources = await message_storage.resources(conn, cid, list(resource_ids))
-    message_files, message_media = await attachments_of(conn, base, "message", every_ids)
-    comment_files, comment_media = await attachments_of(conn, base, "comment", comment_ids)
+    attachments: Rendered = {}
+    media: Rendered = {}
+    found = await attachment_storage.for_messages_and_comments(conn, every_ids, comment_ids)
+    for subject, attachment_rows in found.items():
+        attachments[subject], media[subject] = attachments_and_media_files(attachment_rows, base)
     polls = await poll_storage.of_messages(conn, cid, viewer.id, every_ids)
-    extensions = await thanks_extensions(conn, cid, every_ids, base)
+    # only thanks messages have a thanks row (the thanks action posts them with this type)
+    extensions = await thanks_extensions(
+        conn, cid, [r["id"] for r in every if r["message_type"] == THANKS_MESSAGE_TYPE], base
+    )
 
     data.users = {u["id"]: u for u in users}
     data.groups = {g["id"]: g for g in groups}
@@ -159,8 +167,8 @@ async def load_feed(
     data.recipients = by_message
     data.tags = tags
     data.resources = {r["id"]: r for r in resources}
-    data.attachments = {**message_files, **comment_files}
-    data.media_files = {**message_media, **comment_media}
+    data.attachments = attachments
+    data.media_files = media
     thread: dict[int, list[asyncpg.Record]] = {}
     for c in comments:
         thread.setdefault(c["message_id"], []).append(c)
@@ -252,19 +260,18 @@ async def process_body(
     upsert `#tags` as topics and URLs as external resources, and render the html."""
     cid = viewer.community_id
     names = extract_mentions(text)
-    user_rows = await message_storage.mentionable_users(conn, cid, names)
-    group_rows = await message_storage.mentionable_groups(
+    user_rows, group_rows = await message_storage.mentionable(
         conn, cid, viewer.id, viewer.is_external, names
     )
     targets: dict[str, MentionTarget] = {}
     for g in group_rows:
-        targets[g["groupname"].lower()] = MentionTarget(
-            "group", g["id"], g["groupname"], group_url(base, g["id"], g["groupname"]), None
+        targets[g["name"].lower()] = MentionTarget(
+            "group", g["id"], g["name"], group_url(base, g["id"], g["name"]), None
         )
     for u in user_rows:  # a username wins over a groupname
-        targets[u["username"].lower()] = MentionTarget(
-            "user", u["id"], u["username"], user_url(base, u["id"], u["username"]),
-            f"/api/users/{u['id']}-{u['username'].lower()}.json",
+        targets[u["name"].lower()] = MentionTarget(
+            "user", u["id"], u["name"], user_url(base, u["id"], u["name"]),
+            f"/api/users/{u['id']}-{u['name'].lower()}.json",
         )
     mentions: list[Recipient] = []
     for name in names:
@@ -348,11 +355,11 @@ async def _addressed(
     the poster may read; anything else is a 422."""
     cid = viewer.community_id
     names = [n.strip().lstrip("@") for n in new.recipient_names if n.strip().lstrip("@")]
-    users = {u["username"].lower(): u["id"]
-             for u in await message_storage.mentionable_users(conn, cid, names)}
-    groups = {g["groupname"].lower(): g["id"]
-              for g in await message_storage.mentionable_groups(
-                  conn, cid, viewer.id, viewer.is_external, names)}
+    user_rows, group_rows = await message_storage.mentionable(
+        conn, cid, viewer.id, viewer.is_external, names
+    )
+    users = {u["name"].lower(): u["id"] for u in user_rows}
+    groups = {g["name"].lower(): g["id"] for g in group_rows}
     out: list[Recipient] = []
     unknown: list[str] = []
     for name in names:
@@ -445,7 +452,7 @@ async def insert_message(
     await message_storage.add_recipients(
         conn, viewer.community_id, message_id, [*recipients, *processed.mentions, *addressed]
     )
-    await topic_storage.set_message_topics(conn, viewer.community_id, message_id,
+    await topic_storage.add_message_topics(conn, viewer.community_id, message_id,
                                            processed.topic_ids)
     if new.poll_id is not None:
         await poll_storage.bind(conn, viewer.community_id, new.poll_id, message_id)

@@ -26,7 +26,7 @@ from app.actions.after_commit import AfterCommit, Outbox
 from app.actions.content_filters import check_text
 from app.actions.messages import NewMessage, insert_message, render_messages
 from app.actions.notifications import notify_thanks
-from app.actions.thanks_extensions import announcement_extension
+from app.actions.thanks_extensions import THANKS_MESSAGE_TYPE, announcement_extension
 from app.context import Viewer
 from app.errors import Invalid, NotFound
 from app.render.thanks import thanks as render_thanks
@@ -41,7 +41,7 @@ from storage.db import Conn, transaction
 
 MAX_BODY = 5_000
 MAX_RECIPIENTS = 50
-MESSAGE_TYPE = "thanks"
+MESSAGE_TYPE = THANKS_MESSAGE_TYPE
 
 
 @dataclass

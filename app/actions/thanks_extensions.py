@@ -20,6 +20,8 @@ from storage import users as user_storage
 from storage.db import Conn
 
 EXTENSION_TYPE = "thanks_announcement"
+# The message_type of the message a thanks posts (the only messages with a thanks row).
+THANKS_MESSAGE_TYPE = "thanks"
 
 
 def announcement_extension(

@@ -61,7 +61,29 @@ async def full_users(
     rows: Sequence[asyncpg.Record],
     base: str,
 ) -> list[dict[str, Any]]:
-    """Render FULL rows with their managers and custom fields: two queries for any page."""
+    """Render FULL rows (storage.users.FULL: they carry their manager and custom field values,
+    so no query is needed); rows without those columns cost two queries for any page."""
+    if rows and "custom_values" not in rows[0]:
+        return await _full_users_loading(conn, viewer, rows, base)
+    fields = users.MANAGER_FIELDS
+    out = []
+    for r in rows:
+        manager = r["manager"]
+        out.append(full_user(
+            r, base, viewer_id=viewer.id,
+            manager=dict(zip(fields, manager, strict=True)) if manager is not None else None,
+            custom_values=[{"id": i, "name": name, "value": value}
+                           for i, name, value in r["custom_values"] or ()],
+        ))
+    return out
+
+
+async def _full_users_loading(
+    conn: asyncpg.Connection | asyncpg.Pool,
+    viewer: Viewer,
+    rows: Sequence[asyncpg.Record],
+    base: str,
+) -> list[dict[str, Any]]:
     manager_ids = list({r["manager_id"] for r in rows if r["manager_id"] is not None})
     managers = {m["id"]: m for m in await users.by_ids(conn, viewer.community_id, manager_ids)}
     values = await users.custom_values(conn, [r["id"] for r in rows])

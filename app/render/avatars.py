@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from app.urls import asset_url
@@ -14,7 +15,9 @@ _THUMB_FOR = {
 }
 
 
+@lru_cache(maxsize=1024)
 def _defaults(base: str, kind: str) -> dict[str, str]:
+    """Shared between calls: only ever copied (`**`) into a new dict, never returned."""
     return {size: asset_url(base, f"avatars/default_{kind}_{size}.png") for size in SIZES}
 
 

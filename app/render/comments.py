@@ -7,9 +7,8 @@ from typing import Any
 
 from app.access import may_comment, may_delete_comment, may_edit_comment, may_like
 from app.render.feed import FeedData
-from app.render.likes import like
+from app.render.likes import like_of
 from app.render.times import iso
-from app.render.users import embedded_user
 from app.urls import comment_permalink, comment_url
 
 Row = Mapping[str, Any]
@@ -44,7 +43,7 @@ def comment(row: Row, message: Row, data: FeedData) -> dict[str, Any]:
     return {
         "id": row["id"],
         "url": comment_url(base, row["message_id"], row["id"]),
-        "user": embedded_user(data.users[row["user_id"]], base),
+        "user": data.embedded_user(row["user_id"]),
         "text": row["text"],
         "html_body": row["html_body"],
         "created_at": iso(row["created_at"]),
@@ -56,7 +55,7 @@ def comment(row: Row, message: Row, data: FeedData) -> dict[str, Any]:
         "deletable": may_delete_comment(viewer, row, message),
         "likable": may_like(viewer, row["user_id"]) and may_comment(viewer, message),
         "external_resources": external_resources(row["external_resource_ids"], data),
-        "likes": [like(lk, data.users[lk["user_id"]], base, viewer.id) for lk in likes],
+        "likes": [like_of(lk, data) for lk in likes],
         "likes_count": row["likes_count"],
         "thumbnail_url": None,
     }

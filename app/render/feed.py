@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.context import Viewer
+from app.render.groups_short import short_group
+from app.render.users import embedded_user, like_user
 
 Row = Mapping[str, Any]
 Subject = tuple[str, int]  # ("message" | "comment", id)
@@ -38,3 +40,28 @@ class FeedData:
     # message id -> its `extensions` rendered afresh (thanks announcements); others show the
     # copy stored with the message
     extensions: Mapping[int, list[dict[str, Any]]] = field(default_factory=dict)
+    # Forms rendered once per page: a user or group shows the same JSON everywhere on it (the
+    # very same dict is placed wherever it appears; nothing mutates rendered output).
+    _embedded_users: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
+    _like_users: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
+    _short_groups: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
+
+    def embedded_user(self, user_id: int) -> dict[str, Any]:
+        """app.render.users.embedded_user of data.users[user_id], rendered once per page."""
+        out = self._embedded_users.get(user_id)
+        if out is None:
+            out = self._embedded_users[user_id] = embedded_user(self.users[user_id], self.base)
+        return out
+
+    def like_user(self, user_id: int) -> dict[str, Any]:
+        out = self._like_users.get(user_id)
+        if out is None:
+            out = self._like_users[user_id] = like_user(self.users[user_id], self.base)
+        return out
+
+    def short_group(self, group_id: int) -> dict[str, Any]:
+        """app.render.groups_short.short_group of data.groups[group_id], once per page."""
+        out = self._short_groups.get(group_id)
+        if out is None:
+            out = self._short_groups[group_id] = short_group(self.groups[group_id], self.base)
+        return out

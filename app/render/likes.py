@@ -3,19 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.render.times import iso
 from app.render.users import like_user
+
+if TYPE_CHECKING:
+    from app.render.feed import FeedData
 
 Row = Mapping[str, Any]
 
 
 def like(row: Row, user: Row, base: str, viewer_id: int) -> dict[str, Any]:
     """`unlikable`: the viewer may remove this like (it is theirs)."""
+    return _like(row, like_user(user, base), viewer_id)
+
+
+def like_of(row: Row, data: FeedData) -> dict[str, Any]:
+    """`like` of a row on a page of the feed (its user rendered once per page)."""
+    return _like(row, data.like_user(row["user_id"]), data.viewer.id)
+
+
+def _like(row: Row, user: dict[str, Any], viewer_id: int) -> dict[str, Any]:
     return {
         "id": row["id"],
-        "user": like_user(user, base),
+        "user": user,
         "created_at": iso(row["created_at"]),
         "unlikable": row["user_id"] == viewer_id,
     }

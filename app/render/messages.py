@@ -13,11 +13,11 @@ from typing import Any
 from app.access import may_comment, may_edit_message, may_like
 from app.render.comments import comment, external_resources
 from app.render.feed import FeedData
-from app.render.groups_short import recipient_group, short_group
-from app.render.likes import like
+from app.render.groups_short import recipient_group
+from app.render.likes import like_of
 from app.render.polls import poll
 from app.render.times import epoch, iso
-from app.render.users import embedded_user, recipient_user
+from app.render.users import recipient_user
 from app.urls import message_permalink, message_url, topic_url
 
 Row = Mapping[str, Any]
@@ -70,14 +70,17 @@ def message(row: Row, data: FeedData, *, shared: bool = False) -> dict[str, Any]
     without comments, likes and shared_message."""
     base, viewer = data.base, data.viewer
     mid = row["id"]
-    group = data.groups.get(row["group_id"]) if row["group_id"] is not None else None
-    rendered_group = short_group(group, base) if group is not None else None
+    group_id = row["group_id"]
+    rendered_group = (
+        data.short_group(group_id)
+        if group_id is not None and group_id in data.groups else None
+    )
     poll_row = data.polls.get(mid)
     editable = may_edit_message(viewer, row)
     shared_row = data.shared.get(row["shared_message_id"]) if row["shared_message_id"] else None
     out: dict[str, Any] = {
         "id": mid,
-        "user": embedded_user(data.users[row["user_id"]], base),
+        "user": data.embedded_user(row["user_id"]),
         "title": row["title"],
         "body": row["body"],
         "html_body": row["html_body"],
@@ -128,10 +131,7 @@ def message(row: Row, data: FeedData, *, shared: bool = False) -> dict[str, Any]
         "client_provided_guid": row["client_provided_guid"],
         "comments_count": row["comments_count"],
         "comments": [comment(c, row, data) for c in data.comments.get(mid, ())],
-        "likes": [
-            like(lk, data.users[lk["user_id"]], base, viewer.id)
-            for lk in data.likes.get((mid, None), ())
-        ],
+        "likes": [like_of(lk, data) for lk in data.likes.get((mid, None), ())],
         "likes_count": row["likes_count"],
         "shared_message": (
             message(shared_row, data, shared=True)

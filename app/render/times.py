@@ -9,7 +9,9 @@ from datetime import UTC, datetime
 def iso(value: datetime | None) -> str | None:
     if value is None:
         return None
-    return value.astimezone(UTC).replace(microsecond=0).isoformat()
+    if value.tzinfo is not UTC:  # asyncpg gives timestamptz in UTC already
+        value = value.astimezone(UTC)
+    return value.isoformat(timespec="seconds")
 
 
 def epoch(value: datetime | None) -> int | None:

@@ -1,0 +1,74 @@
+"""GET /api/realtime: the websocket of live events (protocol: spec/decisions.md "Realtime").
+
+The middleware has already resolved the community and authenticated the user (Basic header,
+or the session cookie set by POST /api/authentication: browsers cannot put Basic credentials
+on a websocket) and counted the request against the rate limit, exactly as for any request.
+This view only checks what must be refused before the upgrade (not a websocket, a bad
+`since` / `Last-Event-ID`: 400 JSON), then hands the socket to `realtime.websocket`, which
+owns everything after the upgrade. The user's channels are read once, with one query, at the
+moment the socket asks for them (after it has its position in the event stream).
+"""
+
+from __future__ import annotations
+
+import functools
+
+from aiohttp import web
+
+from app.config import Settings
+from app.context import viewer_of
+from app.errors import BadRequest
+from app.resources import hub_of, pool_of, settings_of
+from realtime.websocket import RealtimeSettings, parse_since, serve_realtime
+from storage import realtime_channels
+from storage.events import MAX_ID
+
+
+@functools.lru_cache(maxsize=8)
+def _realtime_settings(heartbeat: float, queue_frames: int) -> RealtimeSettings:
+    # One object shared by every socket of the process (each connection keeps a reference).
+    return RealtimeSettings(heartbeat=heartbeat, max_queue_frames=queue_frames)
+
+
+def realtime_settings(settings: Settings) -> RealtimeSettings:
+    """The websocket settings the app's configuration asks for."""
+    return _realtime_settings(
+        float(settings.realtime_heartbeat_seconds), int(settings.realtime_queue_frames)
+    )
+
+
+def _since(request: web.Request) -> int | None:
+    try:
+        since = parse_since(request)
+    except ValueError:
+        raise BadRequest(
+            "since (or Last-Event-ID) must be an event id: a non-negative integer"
+        ) from None
+    if since is not None and since > MAX_ID:
+        raise BadRequest("since (or Last-Event-ID) is not an event id of this server")
+    return since
+
+
+async def realtime(request: web.Request) -> web.StreamResponse:
+    viewer = viewer_of(request)
+    if not web.WebSocketResponse().can_prepare(request).ok:
+        raise BadRequest(
+            "GET /api/realtime is a websocket: connect with Upgrade: websocket"
+        )
+    since = _since(request)
+    pool = pool_of(request)
+    community_id, user_id = viewer.community_id, viewer.id
+
+    async def load_channels() -> list[str]:
+        return await realtime_channels.channels_of_user(pool, community_id, user_id)
+
+    return await serve_realtime(
+        request,
+        hub=hub_of(request),
+        pool=pool,
+        community_id=community_id,
+        user_id=user_id,
+        load_channels=load_channels,
+        since=since,
+        settings=realtime_settings(settings_of(request)),
+    )

@@ -1,0 +1,104 @@
+"""Rate limits in Redis, and what happens while Redis is unreachable: requests keep being
+served and the limits are counted in the process instead."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestClient
+from redis.asyncio import Redis
+
+from app.config import Settings
+from app.main import create_app
+from app.passwords import Passwords
+from app.ratelimit import RedisRateLimiter
+from app.resources import POOL
+from tests.servers import RedisProcess, start_redis_on_free_port
+from tests.support import World
+
+
+@pytest.fixture
+def private_redis() -> Iterator[RedisProcess]:
+    server = start_redis_on_free_port()
+    yield server
+    server.close()
+
+
+async def test_limits_are_shared_in_redis_and_kept_locally_while_it_is_down(
+    private_redis: RedisProcess,
+) -> None:
+    one, two = Redis.from_url(private_redis.url), Redis.from_url(private_redis.url)
+    first, second = RedisRateLimiter(one, "t"), RedisRateLimiter(two, "t")
+    try:
+        assert await first.hit("k", 2) is None
+        assert await second.hit("k", 2) is None  # another process, the same count
+        assert await first.hit("k", 2) is not None
+        assert await second.peek("k", 2) is not None
+
+        await asyncio.to_thread(private_redis.stop)
+        # Down: counted in each process; nothing raises.
+        assert await first.peek("down", 2) is None
+        assert await first.hit("down", 2) is None
+        assert await first.hit("down", 2) is None
+        retry = await first.hit("down", 2)
+        assert retry is not None and 0 < retry <= 60
+        assert await first.peek("down", 2) is not None
+        assert await second.peek("down", 2) is None  # the other process counted nothing
+
+        await asyncio.to_thread(private_redis.start)  # back, empty
+        assert await second.hit("up", 1) is None
+        assert await first.hit("up", 1) is not None  # shared again
+    finally:
+        await one.aclose()
+        await two.aclose()
+
+
+async def test_requests_are_served_while_redis_is_down(
+    aiohttp_client: Any, settings: Settings, private_redis: RedisProcess
+) -> None:
+    app = create_app(dataclasses.replace(settings, redis_url=private_redis.url,
+                                         rate_limit_failed_logins=2))
+    client: TestClient = await aiohttp_client(app)
+    world = World(app[POOL], Passwords(settings.argon2), client)
+    ann = await world.community("Acme")
+    await asyncio.to_thread(private_redis.kill)
+    resp = await ann.api.get("/api/userinfo")
+    assert resp.status == 200, resp.text
+    wrong = ann.api.as_user(ann.email, "not the password")
+    assert [(await wrong.get("/api/userinfo")).status for _ in range(3)] == [401, 401, 429]
+
+
+async def test_a_burst_of_concurrent_requests_is_counted_in_redis(
+    aiohttp_client: Any, settings: Settings, redis_url: str
+) -> None:
+    # More requests at once than the Redis client keeps connections: they wait for one
+    # instead of failing over (or failing).
+    app = create_app(settings)
+    client: TestClient = await aiohttp_client(app)
+    world = World(app[POOL], Passwords(settings.argon2), client)
+    ann = await world.community("Acme")
+    await ann.api.get("/api/userinfo")  # the credentials are cached from here on
+    url = client.make_url("/api/userinfo")
+    headers = ann.api._headers(None)
+
+    async def one(session: aiohttp.ClientSession) -> int:
+        async with session.get(url, headers=headers) as resp:
+            await resp.read()
+            return resp.status
+
+    # 300 requests in flight at once (the test client would allow only 100)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        statuses = await asyncio.gather(*(one(session) for _ in range(300)))
+    assert set(statuses) == {200}
+    redis = Redis.from_url(redis_url)
+    try:
+        keys = await redis.keys(f"{settings.redis_prefix}:rl:user:{ann.id}:*")
+        counted = sum([int(await redis.get(k) or 0) for k in keys])
+    finally:
+        await redis.aclose()
+    assert counted == 301

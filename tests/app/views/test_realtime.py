@@ -1,0 +1,432 @@
+"""GET /api/realtime through the real app: authentication, channels that follow membership,
+events equal to what REST answered, resume, reset, slow readers and shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import time
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestClient
+
+from app.actions.group_events import group_channel
+from app.actions.remarks import conversation_channel
+from app.config import Settings
+from app.main import create_app
+from app.passwords import Passwords
+from app.resources import HUB, POOL
+from realtime.events import NewEvent
+from realtime.websocket import SLOW_READER_CLOSE_CODE
+from storage import realtime_channels
+from storage.events import append_events, last_event_id
+from tests.app.views.conversations_support import say, start
+from tests.app.views.realtime_support import (
+    basic_headers,
+    names,
+    next_event,
+    next_events,
+    next_frame,
+    open_socket,
+    read_until_closed,
+)
+from tests.support import Member, World
+
+_names = itertools.count(1)
+UPGRADE = {
+    "Upgrade": "websocket",
+    "Connection": "Upgrade",
+    "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+    "Sec-WebSocket-Version": "13",
+}
+
+
+async def chat_group(owner: Member, *members: Member, permission: str = "public") -> int:
+    resp = await owner.api.post("/api/groups", json={"group": {
+        "name": f"Chat {next(_names)}", "chat": True,
+        "permission_mode": permission}})
+    assert resp.status == 201, resp.text
+    group_id: int = resp.json["group"]["id"]
+    for member in members:
+        added = await owner.api.post(f"/api/groups/{group_id}/memberships",
+                                     json={"group_membership": {"user_id": member.id}})
+        assert added.status in (200, 201), added.text
+    return group_id
+
+
+async def chat(member: Member, group_id: int, body: str) -> dict[str, Any]:
+    resp = await member.api.post(f"/api/groups/{group_id}/chat_messages",
+                                 json={"chat_message": {"body": body}})
+    assert resp.status == 201, resp.text
+    message: dict[str, Any] = resp.json["chat_message"]
+    return message
+
+
+async def test_welcome_frame(world: World) -> None:
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    await start(ann, bob)  # a few events exist already
+    committed = await last_event_id(world.pool, ann.community.id)
+    assert committed > 0
+    ws, welcome = await open_socket(bob)
+    assert welcome == {"type": "welcome", "user_id": bob.id, "last_event_id": str(committed)}
+    await ws.send_json({"type": "ping"})
+    assert await next_frame(ws) == {"type": "pong"}
+
+
+async def test_remark_reaches_members_with_the_rest_activity(world: World) -> None:
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    cat = await world.user(ann, "Cat")  # same community, not a member
+    conversation = await start(ann, bob)
+    marker_conversation = await start(ann, cat)
+    other = await world.community("Globex")  # another community altogether
+    olga = await world.user(other, "Olga")
+    other_conversation = await start(other, olga)
+
+    sockets = {m.id: (await open_socket(m))[0] for m in (ann, bob, cat, olga)}
+    activity = await say(bob, conversation["id"], "Hello, *everyone*")
+    for member in (ann, bob):
+        frame = await next_event(sockets[member.id])
+        assert frame["channel"] == conversation_channel(conversation["id"])
+        assert frame["event"] == "remark.created"
+        assert frame["data"] == activity  # the very JSON the REST API answered
+    # the stored event has the same id for every member
+    ann_again = await say(ann, conversation["id"], "again")
+    ids = [await next_event(sockets[m.id]) for m in (ann, bob)]
+    assert ids[0] == ids[1] and ids[0]["data"] == ann_again
+
+    # Neither the non-member nor the other community saw any of that: the next event each
+    # receives is one posted afterwards where they do belong.
+    marker = await say(ann, marker_conversation["id"], "marker")
+    assert (await next_event(sockets[cat.id]))["data"] == marker
+    other_marker = await say(other, other_conversation["id"], "marker")
+    frame = await next_event(sockets[olga.id])
+    assert frame["data"] == other_marker
+    assert int(frame["id"]) <= 10  # ids are counted per community
+
+
+async def test_chat_messages_reach_group_members(world: World) -> None:
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    cat = await world.user(ann, "Cat")
+    group_id = await chat_group(ann, bob)
+    marker_conversation = await start(ann, cat)
+    sockets = {m.id: (await open_socket(m))[0] for m in (ann, bob, cat)}
+
+    message = await chat(bob, group_id, "Hi cats")
+    for member in (ann, bob):
+        frame = await next_event(sockets[member.id])
+        assert (frame["channel"], frame["event"]) == (group_channel(group_id),
+                                                      "chat_message.created")
+        assert frame["data"] == message
+    marker = await say(ann, marker_conversation["id"], "marker")
+    assert (await next_event(sockets[cat.id]))["data"] == marker
+
+
+async def test_subscriptions_follow_conversation_membership(world: World) -> None:
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    cat = await world.user(ann, "Cat")
+    dan = await world.user(ann, "Dan")
+    conversation = await start(ann, bob, cat)  # shared: three members
+    cid = conversation["id"]
+    channel = conversation_channel(cid)
+    marker_conversation = await start(ann, dan)
+    ws, _ = await open_socket(dan)  # before he belongs to it
+
+    await say(bob, cid, "before dan")
+    added = await ann.api.post(f"/api/conversations/{cid}/members",
+                               json={"members_emails": dan.email})
+    assert added.status in (200, 201), added.text
+    frame = await next_event(ws)  # no reconnect: his socket subscribed live
+    assert (frame["channel"], frame["event"]) == (channel, "conversation.member_added")
+    assert [u["id"] for u in frame["data"]["users"]] == [dan.id]
+    remark = await say(bob, cid, "welcome dan")
+    assert (await next_event(ws))["data"] == remark
+
+    left = await dan.api.delete(f"/api/conversations/{cid}/members/me")
+    assert left.status in (200, 204), left.text
+    frame = await next_event(ws)  # he still sees his own removal...
+    assert (frame["channel"], frame["event"]) == (channel, "conversation.member_removed")
+    await say(bob, cid, "after dan left")  # ...and nothing after it
+    marker = await say(ann, marker_conversation["id"], "marker")
+    assert (await next_event(ws))["data"] == marker
+
+
+async def test_subscriptions_follow_group_membership(world: World) -> None:
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    group_id = await chat_group(ann)  # public, chat on; bob is not in it
+    marker_conversation = await start(ann, bob)
+    ws, _ = await open_socket(bob)
+    channel = group_channel(group_id)
+
+    await chat(ann, group_id, "before bob")
+    joined = await bob.api.post(f"/api/groups/{group_id}/join")
+    assert joined.status in (200, 201), joined.text
+    message = await chat(ann, group_id, "hi bob")
+    frame = await next_event(ws)
+    assert (frame["channel"], frame["data"]) == (channel, message)
+
+    left = await bob.api.post(f"/api/groups/{group_id}/leave")
+    assert left.status in (200, 201), left.text
+    await chat(ann, group_id, "bob left")
+    marker = await say(ann, marker_conversation["id"], "marker 1")
+    assert (await next_event(ws))["data"] == marker
+
+    # Added and removed by the group's admin: the same, and a notification of the addition.
+    added = await ann.api.post(f"/api/groups/{group_id}/memberships",
+                               json={"group_membership": {"user_id": bob.id}})
+    assert added.status in (200, 201), added.text
+    message = await chat(ann, group_id, "back again")
+    frames = await next_events(ws, 2)
+    assert names(frames) == [(f"user:{bob.id}", "notification.created"),
+                             (channel, "chat_message.created")]
+    assert frames[1]["data"] == message
+    removed = await ann.api.delete(f"/api/groups/{group_id}/memberships",
+                                   params={"user_id": str(bob.id)})
+    assert removed.status in (200, 204), removed.text
+    await chat(ann, group_id, "removed")
+    marker = await say(ann, marker_conversation["id"], "marker 2")
+    assert (await next_event(ws))["data"] == marker
+
+
+async def test_chat_turned_on_later_reaches_existing_members(world: World) -> None:
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    resp = await ann.api.post("/api/groups", json={"group": {"name": "Quiet", "chat": False}})
+    group_id = resp.json["group"]["id"]
+    joined = await bob.api.post(f"/api/groups/{group_id}/join")
+    assert joined.status in (200, 201), joined.text
+    ws, _ = await open_socket(bob)  # subscribed although the group has no chat yet
+    updated = await ann.api.put(f"/api/groups/{group_id}", json={"group": {"chat": True}})
+    assert updated.status == 200, updated.text
+    message = await chat(ann, group_id, "chat is on")
+    assert (await next_event(ws))["data"] == message
+
+
+async def test_resume_with_since_replays_missed_events_in_order(world: World) -> None:
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    conversation = await start(ann, bob)
+    cid = conversation["id"]
+    ws, _ = await open_socket(bob)
+    first = await say(ann, cid, "one")
+    seen = await next_event(ws)
+    assert seen["data"] == first
+    await ws.close()
+
+    missed = [await say(ann, cid, f"missed {n}") for n in range(5)]
+    resumed, welcome = await open_socket(bob, since=seen["id"])
+    assert int(welcome["last_event_id"]) >= int(seen["id"])
+    replayed = await next_events(resumed, 5)
+    assert [f["data"] for f in replayed] == missed
+    ids = [int(f["id"]) for f in replayed]
+    assert ids == sorted(ids) and ids[0] > int(seen["id"])
+    live = await say(ann, cid, "live")
+    frame = await next_event(resumed)  # then live, with nothing replayed twice
+    assert frame["data"] == live and int(frame["id"]) > ids[-1]
+
+    # The same with the Last-Event-ID header (what EventSource-style clients send).
+    again, _ = await open_socket(bob, headers={"Last-Event-ID": str(ids[2])})
+    assert [f["data"] for f in await next_events(again, 3)] == [*missed[3:], live]
+
+
+async def test_reset_when_the_events_were_pruned(world: World) -> None:
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    conversation = await start(ann, bob)
+    for n in range(3):
+        await say(ann, conversation["id"], f"old {n}")
+    await world.pool.execute("DELETE FROM realtime_events WHERE community_id = $1",
+                             ann.community.id)
+    ws, welcome = await open_socket(bob, since=1)
+    assert welcome["last_event_id"] == str(await last_event_id(world.pool, ann.community.id))
+    assert await next_frame(ws) == {"type": "reset"}
+    live = await say(ann, conversation["id"], "new")
+    assert (await next_event(ws))["data"] == live
+
+
+async def test_reset_when_the_gap_is_too_long(world: World) -> None:
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    conversation = await start(ann, bob)
+    since = await last_event_id(world.pool, ann.community.id)
+    # More missed events on his channel than a resume replays (1000): appended as 1001
+    # remarks would append them, in one go.
+    channel = conversation_channel(conversation["id"])
+    async with world.pool.acquire() as conn, conn.transaction():
+        await append_events(conn, ann.community.id,
+                            [NewEvent(channel, "remark.created", {"n": n}) for n in range(1001)])
+    ws, _ = await open_socket(bob, since=since)
+    assert await next_frame(ws) == {"type": "reset"}
+    # a since beyond anything committed is a reset too
+    ahead, _ = await open_socket(bob, since=since + 5000)
+    assert await next_frame(ahead) == {"type": "reset"}
+
+
+async def test_slow_reader_is_disconnected_then_resumes(
+    aiohttp_client: Any, settings: Settings
+) -> None:
+    app = create_app(dataclasses.replace(settings, realtime_queue_frames=4))
+    client: TestClient = await aiohttp_client(app)
+    world = World(app[POOL], Passwords(settings.argon2), client)
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    conversation = await start(ann, bob)
+    ws = await client.ws_connect("/api/realtime", headers=basic_headers(bob),
+                                 max_msg_size=0)
+    assert (await next_frame(ws))["type"] == "welcome"
+    # Bob's client stops reading.
+
+    text = "x" * 19_000
+    posted: list[dict[str, Any]] = []
+    async with asyncio.timeout(60):
+        while len(posted) < 400 and _live_socket_of(app[HUB], bob.id):
+            posted.append(await say(ann, conversation["id"], f"{len(posted)} {text}"))
+    assert not _live_socket_of(app[HUB], bob.id), "the server never gave up on the reader"
+    # Reading again (the server flushes what it had written for up to 5 s).
+    frames, closing = await read_until_closed(ws)
+    assert closing.type is aiohttp.WSMsgType.CLOSE, closing
+    assert closing.data == SLOW_READER_CLOSE_CODE
+    assert len(frames) < len(posted)
+    assert [f["data"] for f in frames] == posted[: len(frames)]  # a prefix, in order
+    # He reconnects with since and gets exactly the rest.
+    last = frames[-1]["id"] if frames else "0"
+    resumed, _ = await open_socket(bob, since=last, client=client)
+    rest = await next_events(resumed, len(posted) - len(frames))
+    assert [f["data"] for f in rest] == posted[len(frames):]
+
+
+def _live_socket_of(hub: Any, user_id: int) -> bool:
+    """Whether the hub still has a socket of `user_id` that is not being closed."""
+    return any(
+        sub.user_id == user_id and not sub.closing
+        for stream in hub._streams.values()
+        for sub in stream.subscribers
+    )
+
+
+async def test_session_cookie_authenticates_the_websocket(world: World) -> None:
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    conversation = await start(ann, bob)
+    login = await bob.api.anonymous().post(
+        "/api/authentication", json={"email": bob.email, "password": "correct horse battery"}
+    )
+    assert login.status == 200, login.text
+    cookie = login.headers["Set-Cookie"].split(";", 1)[0]
+    assert cookie.startswith("commons_session=")
+    world.client.session.cookie_jar.clear()  # only the header below carries it
+    ws = await world.client.ws_connect(
+        "/api/realtime", headers={"Host": ann.community.domain, "Cookie": cookie}
+    )
+    welcome = await next_frame(ws)
+    assert welcome["type"] == "welcome" and welcome["user_id"] == bob.id
+    remark = await say(ann, conversation["id"], "hello browser")
+    assert (await next_event(ws))["data"] == remark
+    # The cookie is good for this community only.
+    other = await world.community("Globex")
+    with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+        await world.client.ws_connect(
+            "/api/realtime", headers={"Host": other.community.domain, "Cookie": cookie}
+        )
+    assert refused.value.status == 401
+
+
+async def test_refusals_before_the_upgrade(world: World) -> None:
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    host = {"Host": ann.community.domain}
+    with pytest.raises(aiohttp.WSServerHandshakeError) as anonymous:
+        await world.client.ws_connect("/api/realtime", headers=host)
+    assert anonymous.value.status == 401
+    resp = await bob.api.anonymous().get("/api/realtime", headers=UPGRADE)
+    assert resp.status == 401 and resp.json["code"] == "unauthorized"
+    assert resp.headers["WWW-Authenticate"].startswith("Basic")
+    wrong = await bob.api.as_user(bob.email, "wrong").get("/api/realtime", headers=UPGRADE)
+    assert wrong.status == 401
+
+    plain = await bob.api.get("/api/realtime")  # authenticated, but not a websocket
+    assert plain.status == 400 and plain.json["code"] == "bad_request"
+    for bad in ("abc", "-1", "1.5", str(2**63)):
+        resp = await bob.api.get("/api/realtime", params={"since": bad}, headers=UPGRADE)
+        assert resp.status == 400, (bad, resp.text)
+        assert resp.json["code"] == "bad_request"
+    header = await bob.api.get("/api/realtime", headers={**UPGRADE, "Last-Event-ID": "x"})
+    assert header.status == 400
+    with pytest.raises(aiohttp.WSServerHandshakeError) as bad_since:
+        await world.client.ws_connect("/api/realtime?since=nope", headers=basic_headers(bob))
+    assert bad_since.value.status == 400
+
+
+async def test_rate_limit_applies_before_the_upgrade(
+    aiohttp_client: Any, settings: Settings
+) -> None:
+    app = create_app(dataclasses.replace(settings, rate_limit_requests=2))
+    client: TestClient = await aiohttp_client(app)
+    world = World(app[POOL], Passwords(settings.argon2), client)
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    first, _ = await open_socket(bob, client=client)
+    second, _ = await open_socket(bob, client=client)
+    with pytest.raises(aiohttp.WSServerHandshakeError) as limited:
+        await client.ws_connect("/api/realtime", headers=basic_headers(bob))
+    assert limited.value.status == 429
+    # the open sockets are not affected by the limit
+    await first.send_json({"type": "ping"})
+    assert await next_frame(first) == {"type": "pong"}
+    assert not second.closed
+
+
+async def test_shutdown_closes_open_sockets_at_once(
+    aiohttp_client: Any, settings: Settings
+) -> None:
+    app = create_app(settings)
+    client: TestClient = await aiohttp_client(app)
+    world = World(app[POOL], Passwords(settings.argon2), client)
+    ann = await world.community("Acme")
+    sockets = [(await open_socket(ann, client=client))[0] for _ in range(3)]
+    assert app[HUB].stats()["subscribers"] == 3
+    began = time.monotonic()
+    closing = asyncio.ensure_future(client.server.close())
+    for ws in sockets:
+        message = await ws.receive(timeout=5)
+        assert message.type is aiohttp.WSMsgType.CLOSE
+        assert message.data == 1001  # going away: reconnect elsewhere with since
+    await asyncio.wait_for(closing, 10)
+    assert time.monotonic() - began < 5
+
+
+async def test_channels_of_user_in_one_query(world: World, query_log: Any) -> None:
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    cat = await world.user(ann, "Cat")
+    stays = await start(ann, bob, cat)
+    dan = await world.user(ann, "Dan")
+    leaves = await start(ann, bob, dan, text=None, name="Leaves")
+    await start(ann, cat)  # not bob's
+    gone = await bob.api.delete(f"/api/conversations/{leaves['id']}/members/me")
+    assert gone.status in (200, 204)
+    with_chat = await chat_group(ann, bob)
+    without = await ann.api.post("/api/groups", json={"group": {"name": "No chat"}})
+    joined = await bob.api.post(f"/api/groups/{without.json['group']['id']}/join")
+    assert joined.status in (200, 201)
+    await chat_group(ann, cat)  # not bob's
+    other = await world.community("Globex")
+    await chat_group(other)
+
+    query_log.reset()
+    channels = await realtime_channels.channels_of_user(world.pool, ann.community.id, bob.id)
+    assert len(query_log) == 1
+    assert sorted(channels) == sorted([
+        conversation_channel(stays["id"]),
+        group_channel(with_chat),
+        group_channel(without.json["group"]["id"]),
+    ])
+    # another community's id finds nothing of bob's
+    assert await realtime_channels.channels_of_user(world.pool, other.community.id, bob.id) == []

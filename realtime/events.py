@@ -52,6 +52,9 @@ class EncodedEvent:
     channel: str
     name: str
     frame: bytes
+    wire: bytes = b""
+    """The whole server-to-client websocket frame (unmasked, uncompressed, so the same bytes
+    for every socket), made once per event per process."""
 
     @property
     def is_control(self) -> bool:
@@ -102,9 +105,23 @@ def encode_frame(event: Event) -> bytes:
     )
 
 
+def websocket_text_frame(payload: bytes) -> bytes:
+    """FIN + text opcode, the length, the payload (RFC 6455 5.2; servers never mask)."""
+    size = len(payload)
+    if size < 126:
+        header = bytes((0x81, size))
+    elif size < 65536:
+        header = bytes((0x81, 126)) + size.to_bytes(2, "big")
+    else:
+        header = bytes((0x81, 127)) + size.to_bytes(8, "big")
+    return header + payload
+
+
 def encode(event: Event) -> EncodedEvent:
+    frame = encode_frame(event)
     return EncodedEvent(
-        event.id, event.community_id, event.channel, event.name, encode_frame(event)
+        event.id, event.community_id, event.channel, event.name, frame,
+        websocket_text_frame(frame),
     )
 
 
@@ -120,7 +137,8 @@ def to_wire(event: EncodedEvent) -> bytes:
 
 def from_wire(community_id: int, payload: bytes) -> EncodedEvent:
     id_, channel, name, frame = payload.split(b"\n", 3)
-    return EncodedEvent(int(id_), community_id, channel.decode(), name.decode(), frame)
+    return EncodedEvent(int(id_), community_id, channel.decode(), name.decode(), frame,
+                        websocket_text_frame(frame))
 
 
 def welcome_frame(user_id: int, last_event_id: int) -> bytes:

@@ -271,6 +271,22 @@ class RealtimeConnection:
         if event.name == CONTROL_EVENT:
             self._apply_control(event)
             return
+        transport = self._transport
+        if (
+            self._writer is None
+            and not self._queue
+            and not self._closing
+            and event.wire
+            and transport is not None
+            and not transport.is_closing()
+            and not transport.get_write_buffer_size()  # type: ignore[attr-defined]
+        ):
+            # Fast path, most deliveries: nothing is waiting for this socket, so the finished
+            # frame goes straight to the transport (no task, no coroutine per socket). aiohttp
+            # writes its own frames (pings, close) to the same transport whole, so frames
+            # never interleave.
+            transport.write(event.wire)  # type: ignore[attr-defined]
+            return
         self._push(event.frame)
 
     def _apply_control(self, event: EncodedEvent) -> None:

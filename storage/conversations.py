@@ -7,6 +7,7 @@ read state (unread_count, hidden, last_read_activity_id).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import asyncpg
@@ -150,8 +151,11 @@ WHERE conversation_id = $1 AND user_id = $2 AND left_at IS NULL
 
 
 def member_set_key(private: bool, user_ids: Sequence[int]) -> str:
-    """`p:3,9` for a one-to-one conversation, `s:3,9,12` for a shared one."""
-    return ("p:" if private else "s:") + ",".join(str(i) for i in sorted(set(user_ids)))
+    """`p:<digest>` for a one-to-one conversation, `s:<digest>` for a shared one, the digest
+    being SHA-256 of the sorted member ids: a fixed size whatever the number of members (the
+    ids themselves would outgrow an index entry past a few hundred members)."""
+    ids = ",".join(str(i) for i in sorted(set(user_ids)))
+    return ("p:" if private else "s:") + hashlib.sha256(ids.encode()).hexdigest()
 
 
 async def for_member(

@@ -454,3 +454,19 @@ async def test_concurrent_creations_make_one_conversation(world: World) -> None:
     listed = await bob.api.get("/api/conversations")
     (conv,) = listed.json["conversations"]
     assert conv["unread_count"] == 4
+
+
+async def test_a_large_member_set_is_still_reused(world: World) -> None:
+    admin = await world.community()
+    # long ids, as a large deployment has: 499 of them no longer fit an index entry as text
+    await world.pool.execute("ALTER SEQUENCE users_id_seq RESTART WITH 1000000000")
+    crowd = await world.many_users(admin, 499)
+    emails = " ".join(m.email for m in crowd)
+    first = await admin.api.post("/api/conversations", json={
+        "conversation": {"members_emails": emails}, "remark": {"text": "all hands"}})
+    assert first.status == 201, first.text
+    again = await admin.api.post("/api/conversations", json={
+        "conversation": {"members_emails": emails}, "remark": {"text": "again"}})
+    assert again.status == 201
+    assert again.json["conversation"]["id"] == first.json["conversation"]["id"]
+    assert again.json["conversation"]["private"] is False

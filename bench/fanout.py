@@ -56,20 +56,20 @@ import subprocess
 import sys
 import time
 from array import array
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path[:0] = [str(REPO_ROOT), str(BENCH_DIR)]
 
 import aiohttp  # noqa: E402
-import asyncpg  # noqa: E402
 import orjson  # noqa: E402
+from bench_db import fresh_database  # noqa: E402
 from fanout_client import BIN_MS, BINS, Target, client_main  # noqa: E402
 
 DOMAIN = "fanout.example"
@@ -84,29 +84,6 @@ CHEAP_ARGON2 = {"COMMONS_ARGON2_TIME_COST": "1", "COMMONS_ARGON2_MEMORY_KIB": "1
 
 
 # --- database -------------------------------------------------------------------------------
-
-
-def with_database(dsn: str, name: str) -> str:
-    parts = urlsplit(dsn)
-    return urlunsplit(parts._replace(path="/" + name))
-
-
-@contextlib.asynccontextmanager
-async def fresh_database(admin_dsn: str) -> AsyncIterator[str]:
-    name = f"commons_fanout_{secrets.token_hex(6)}"
-    conn = await asyncpg.connect(admin_dsn)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    try:
-        yield with_database(admin_dsn, name)
-    finally:
-        conn = await asyncpg.connect(admin_dsn)
-        try:
-            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await conn.close()
 
 
 @dataclass
@@ -676,7 +653,7 @@ async def run(args: argparse.Namespace) -> int:
     results: list[RunResult] = []
     template = template_from(None)
     with workdir() as work:
-        async with fresh_database(admin_dsn) as dsn:
+        async with fresh_database(admin_dsn, "commons_fanout") as dsn:
             seeded = await seed(dsn, sorted(set(args.subscribers)))
             print(f"seeded {max(args.subscribers):,} users and {len(args.subscribers)} "
                   f"conversation(s) in {time.monotonic() - began:.1f} s", flush=True)

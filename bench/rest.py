@@ -53,26 +53,25 @@ import base64
 import contextlib
 import multiprocessing
 import os
-import secrets
 import signal
 import socket
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+sys.path[:0] = [str(REPO_ROOT), str(Path(__file__).resolve().parent)]
 
 import aiohttp  # noqa: E402
 import asyncpg  # noqa: E402
 import orjson  # noqa: E402
 from aiohttp import web  # noqa: E402
+from bench_db import fresh_database  # noqa: E402
 
 DOMAIN = "bench.example"
 ADMIN_EMAIL = "admin@bench.example"
@@ -128,29 +127,6 @@ class Result:
 
 
 # --- database -------------------------------------------------------------------------------
-
-
-def with_database(dsn: str, name: str) -> str:
-    parts = urlsplit(dsn)
-    return urlunsplit(parts._replace(path="/" + name))
-
-
-@contextlib.asynccontextmanager
-async def fresh_database(admin_dsn: str) -> AsyncIterator[str]:
-    name = f"commons_bench_{secrets.token_hex(6)}"
-    conn = await asyncpg.connect(admin_dsn)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    try:
-        yield with_database(admin_dsn, name)
-    finally:
-        conn = await asyncpg.connect(admin_dsn)
-        try:
-            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await conn.close()
 
 
 async def seed(dsn: str, users: int) -> dict[str, Any]:
@@ -489,7 +465,7 @@ async def run(args: argparse.Namespace) -> int:
     cpus = os.cpu_count() or 1
     pinning = not args.no_pin and cpus >= 2
     t_start = time.monotonic()
-    async with fresh_database(admin_dsn) as dsn:
+    async with fresh_database(admin_dsn, "commons_bench") as dsn:
         seeded = await seed(dsn, args.users)
         print(f"seeded {seeded['users_created']} users, {seeded['follows']} follows, "
               f"{seeded['custom_values']} custom field values, {seeded['groups']} groups, "

@@ -140,7 +140,7 @@ async def test_routes_prints_every_route() -> None:
     assert len(set(lines)) == len(lines)
 
 
-async def test_seed_demo_fills_users(
+async def test_seed_demo_fills_users_groups_and_messages(
     fresh_database_url: str, api_client: TestClient
 ) -> None:
     code, _, err = await commons(
@@ -165,6 +165,15 @@ async def test_seed_demo_fills_users(
     # the demo password works for a seeded user
     one = Api(api_client, "demo.example", seeded[0]["username"], summary["password"])
     assert (await one.get("/api/userinfo")).status == 200
+    # groups and a feed with comments and likes, made through the real actions
+    assert summary["groups_created"] == 3
+    assert summary["messages_created"] == 24
+    groups = (await api.get("/api/groups", params={"per_page": "50"})).json["groups"]
+    assert {"Engineering", "Design Crit"} <= {g["name"] for g in groups}
+    feed = (await one.get("/api/messages", params={"stream_id": "", "per_page": "50"})).json
+    assert feed["messages"]
+    assert any(m["comments_count"] and m["likes_count"] for m in feed["messages"])
+    assert any(m["tags"] for m in feed["messages"])
     # running it again adds more people, not duplicates
     code, out, err = await commons(fresh_database_url, "seed-demo", "--domain", "demo.example",
                                    "--users", "3")

@@ -51,6 +51,19 @@ WITH made AS (
 SELECT n, CASE WHEN n > 0 THEN pg_notify('commons_push', '')::text END AS woke FROM counted
 """
 
+# The same payload for many users (a remark to a conversation's members): sent once.
+_ENQUEUE_SAME = """
+WITH made AS (
+    INSERT INTO push_jobs (community_id, user_id, device_id, kind, payload, next_attempt_at)
+    SELECT $1, d.user_id, d.id, $2, ($4::text)::jsonb, now() + $6::interval
+    FROM client_devices d
+    WHERE d.community_id = $1 AND d.user_id = ANY($3::bigint[])
+        AND d.notification_type = $5 AND d.push_enabled AND {switch}
+    RETURNING 1
+), counted AS (SELECT count(*)::int AS n FROM made)
+SELECT n, CASE WHEN n > 0 THEN pg_notify('commons_push', '')::text END AS woke FROM counted
+"""
+
 # Whether a claimed job is still worth sending (see the module docstring).
 _WANTED = """
 (d.user_id = j.user_id AND d.push_enabled
@@ -179,6 +192,35 @@ async def enqueue(
     row = await conn.fetchrow(
         sql, community_id, kind, [user_id for user_id, _ in entries],
         [orjson.dumps(p).decode() for _, p in entries], notification_type, delay,
+    )
+    assert row is not None
+    return int(row["n"])
+
+
+async def enqueue_same(
+    conn: asyncpg.Connection,
+    community_id: int,
+    kind: str,
+    user_ids: Sequence[int],
+    payload: Mapping[str, Any],
+    *,
+    notification_type: str,
+    switch: str | None,
+    delay: timedelta = timedelta(0),
+) -> int:
+    """`enqueue` for one payload shared by every user (sent to PostgreSQL once)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown push job kind {kind!r}")
+    if notification_type not in NOTIFICATION_TYPES:
+        raise ValueError(f"unknown notification type {notification_type!r}")
+    if switch is not None and switch not in SWITCHES:
+        raise ValueError(f"unknown push switch {switch!r}")
+    if not user_ids:
+        return 0
+    sql = _ENQUEUE_SAME.format(switch=f"d.{switch}" if switch else "true")
+    row = await conn.fetchrow(
+        sql, community_id, kind, list(user_ids), orjson.dumps(payload).decode(),
+        notification_type, delay,
     )
     assert row is not None
     return int(row["n"])

@@ -2,7 +2,7 @@
 
 A member is a conversation_members row with `left_at IS NULL`; every query here filters on it.
 Rows returned for a viewer (`MEMBER_VIEW`) carry the conversation columns plus the viewer's own
-read state (unread_count, hidden, last_read_activity_id).
+read state (hidden, last_read_activity_id, and unread_count counted from the activities).
 """
 
 from __future__ import annotations
@@ -20,9 +20,17 @@ c.id, c.community_id, c.name, c.private, c.member_set_key, c.creator_id,
 c.latest_activity_id, c.last_activity_at, c.created_at, c.updated_at
 """
 
+# Remarks by others after what the member acknowledged, counted when read rather than kept
+# per member: a remark then writes one row, not one per member of a large conversation.
+UNREAD_OF_MEMBER = """
+(SELECT count(*) FROM conversation_activities a
+ WHERE a.conversation_id = m.conversation_id AND a.id > m.last_read_activity_id
+   AND a.verb = 'post' AND a.actor_id <> m.user_id)::int
+"""
+
 MEMBER_VIEW = (
     _CONVERSATION
-    + ", m.unread_count, m.hidden, m.last_read_activity_id, m.joined_at"
+    + f", {UNREAD_OF_MEMBER} AS unread_count, m.hidden, m.last_read_activity_id, m.joined_at"
 )
 
 # $1 community, $2 conversation, $3 viewer
@@ -55,14 +63,14 @@ INSERT INTO conversation_members AS m (conversation_id, user_id, community_id,
 SELECT $2, u, $1, coalesce((SELECT latest_activity_id FROM conversations WHERE id = $2), 0)
 FROM unnest($3::bigint[]) AS u
 ON CONFLICT (conversation_id, user_id) DO UPDATE
-    SET left_at = NULL, joined_at = now(), hidden = false, unread_count = 0,
+    SET left_at = NULL, joined_at = now(), hidden = false,
         last_read_activity_id = EXCLUDED.last_read_activity_id
     WHERE m.left_at IS NOT NULL
 RETURNING m.user_id
 """
 
 REMOVE_MEMBER = """
-UPDATE conversation_members SET left_at = now(), unread_count = 0
+UPDATE conversation_members SET left_at = now()
 WHERE conversation_id = $1 AND user_id = $2 AND left_at IS NULL
 """
 
@@ -89,7 +97,10 @@ LIST_FOR_USER = f"""
 SELECT {MEMBER_VIEW}
 FROM conversation_members m JOIN conversations c ON c.id = m.conversation_id
 WHERE m.user_id = $2 AND m.left_at IS NULL AND c.community_id = $1
-  AND (NOT $3::boolean OR m.unread_count > 0)
+  AND (NOT $3::boolean OR EXISTS (
+      SELECT 1 FROM conversation_activities a
+      WHERE a.conversation_id = m.conversation_id AND a.id > m.last_read_activity_id
+        AND a.verb = 'post' AND a.actor_id <> m.user_id))
   AND m.hidden = $4::boolean
 ORDER BY c.last_activity_at DESC, c.id DESC
 OFFSET $5 LIMIT $6
@@ -118,17 +129,17 @@ UPDATE conversations SET latest_activity_id = greatest(coalesce(latest_activity_
     last_activity_at = greatest(last_activity_at, $3)
 WHERE id = $1
 """
-COUNT_UNREAD = """
-UPDATE conversation_members SET unread_count = unread_count + 1, hidden = false
-WHERE conversation_id = $1 AND user_id <> $2 AND left_at IS NULL
+UNHIDE_FOR_OTHERS = """
+UPDATE conversation_members SET hidden = false
+WHERE conversation_id = $1 AND user_id <> $2 AND left_at IS NULL AND hidden
 """
 READ_OWN = """
-UPDATE conversation_members SET unread_count = 0, last_read_activity_id = $3, hidden = false
+UPDATE conversation_members SET last_read_activity_id = $3, hidden = false
 WHERE conversation_id = $1 AND user_id = $2 AND left_at IS NULL
 """
 
 ACKNOWLEDGE = """
-UPDATE conversation_members m SET unread_count = 0,
+UPDATE conversation_members m SET
     last_read_activity_id = greatest(m.last_read_activity_id,
                                      coalesce(c.latest_activity_id, 0))
 FROM conversations c
@@ -136,12 +147,12 @@ WHERE c.id = m.conversation_id AND m.conversation_id = $1 AND m.user_id = $2
   AND m.left_at IS NULL
 """
 ACKNOWLEDGE_ALL = """
-UPDATE conversation_members m SET unread_count = 0,
+UPDATE conversation_members m SET
     last_read_activity_id = greatest(m.last_read_activity_id,
                                      coalesce(c.latest_activity_id, 0))
 FROM conversations c
 WHERE c.id = m.conversation_id AND m.user_id = $2 AND m.left_at IS NULL
-  AND m.community_id = $1 AND m.unread_count > 0
+  AND m.community_id = $1 AND m.last_read_activity_id < coalesce(c.latest_activity_id, 0)
 """
 
 SET_HIDDEN = """
@@ -244,7 +255,7 @@ async def record_activity(
     """Bookkeeping after inserting `activity` (an activities row)."""
     await conn.execute(TOUCH, conversation_id, activity["id"], activity["created_at"])
     if activity["verb"] == "post":
-        await conn.execute(COUNT_UNREAD, conversation_id, activity["actor_id"])
+        await conn.execute(UNHIDE_FOR_OTHERS, conversation_id, activity["actor_id"])
         await conn.execute(READ_OWN, conversation_id, activity["actor_id"], activity["id"])
 
 

@@ -326,8 +326,8 @@ async def enqueue_remark_push(
     check = {"switch": "push_conversation_activity", "conversation_id": conversation["id"],
              "activity_id": activity["id"]}
     payload = push_jobs.payload(message, check)
-    return await push_jobs.enqueue(
-        conn, conversation["community_id"], "remark", [(u, payload) for u in members],
+    return await push_jobs.enqueue_same(
+        conn, conversation["community_id"], "remark", members, payload,
         notification_type="conversations", switch="push_conversation_activity",
     )
 

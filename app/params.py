@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl
 
 import orjson
 from aiohttp import BodyPartReader, web
-from pydantic import BaseModel, BeforeValidator, ValidationError, ValidationInfo
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
 
 from app.errors import BadRequest, Invalid, NotFound, TooLarge, UnsupportedMediaType
 
@@ -301,6 +301,18 @@ def _page_param(value: Any, info: ValidationInfo) -> Any:
 # `page` / `per_page` fields of request models: a bad value is a 400 (as page_of says), not the
 # 422 a plain `int` field would give. Views still call page_of(params) for the Page itself.
 PageParam = Annotated[int | None, BeforeValidator(_page_param)]
+
+# Request models are lenient as real clients are (decisions.md): unknown parameters are
+# ignored, numbers sent where text is expected are taken as text.
+LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+
+
+class PageQuery(BaseModel):
+    """The query of a list that takes only page and per_page."""
+
+    model_config = LOOSE
+    page: PageParam = None
+    per_page: PageParam = None
 
 
 _ID_RE = re.compile(r"^(\d{1,18})(?:-[^/]*)?$")

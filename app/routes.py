@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from pydantic import BaseModel
 
+from app.params import PageQuery
 from app.views import attachments as attachment_views
 from app.views import auth as auth_views
 from app.views import badges as badge_views
@@ -165,9 +166,9 @@ ROUTES: list[Route] = [
     _r("DELETE", "/api/attachments/:attachment_id", attachment_views.delete_attachment,
        "Delete an attachment (its uploader or a community admin)"),
     _r("GET", "/api/users/:user_id/attachments", attachment_views.list_user_attachments,
-       "Attachments the user uploaded", query=attachment_views.PageQuery),
+       "Attachments the user uploaded", query=PageQuery),
     _r("GET", "/api/groups/:group_id/attachments", attachment_views.list_group_attachments,
-       "Attachments of the group's messages", query=attachment_views.PageQuery),
+       "Attachments of the group's messages", query=PageQuery),
     _r("GET", "/api/media_files/:id/:thumbnail/:filename", attachment_views.download_media_file,
        "An image attachment (original) or one of its thumbnails"),
     # the feed: messages, comments, likes, flags, polls, streams
@@ -311,14 +312,14 @@ ROUTES: list[Route] = [
     _r("PUT", "/api/conversations/:id/unhide", conversation_views.unhide,
        "Unhide a one-to-one conversation"),
     _r("GET", "/api/conversations/:conversation_id/members", conversation_views.list_members,
-       "Members of a conversation", query=conversation_views.PageQuery),
+       "Members of a conversation", query=PageQuery),
     _r("POST", "/api/conversations/:conversation_id/members", conversation_views.add_members,
        "Add members to a shared conversation", body=conversation_views.MembersBody),
     _r("DELETE", "/api/conversations/:conversation_id/members/me",
        conversation_views.leave_conversation, "Leave a shared conversation"),
     _r("GET", "/api/conversations/:conversation_id/activities",
        conversation_views.list_activities, "Activities of a conversation, newest first",
-       query=conversation_views.PageQuery),
+       query=PageQuery),
     _r("GET", "/api/conversations/:conversation_id/activities/:id",
        conversation_views.show_activity, "Show an activity"),
     _r("POST", "/api/conversations/:conversation_id/remarks", conversation_views.create_remark,
@@ -353,7 +354,7 @@ ROUTES: list[Route] = [
        "Unregister a device", query=client_device_views.DeviceDeleteQuery),
     # external systems (reach admin)
     _r("GET", "/api/external_systems", external_system_views.list_external_systems,
-       "External systems (reach admin)", query=external_system_views.ExternalSystemListQuery),
+       "External systems (reach admin)", query=PageQuery),
     _r("POST", "/api/external_systems", external_system_views.create_external_system,
        "Register an external system; the response carries its client secret, once",
        body=external_system_views.ExternalSystemBody),
@@ -374,7 +375,7 @@ ROUTES: list[Route] = [
        body=message_views.MessageCreateBody),
     # reach extensions (reach admin)
     _r("GET", "/api/reach_extensions", reach_extension_views.list_reach_extensions,
-       "Reach extensions (reach admin)", query=reach_extension_views.ReachExtensionListQuery),
+       "Reach extensions (reach admin)", query=PageQuery),
     _r("POST", "/api/reach_extensions", reach_extension_views.create_reach_extension,
        "Create a reach extension", body=reach_extension_views.ReachExtensionBody),
     _r("GET", "/api/reach_extensions/:reach_extension_id",
@@ -385,7 +386,7 @@ ROUTES: list[Route] = [
     # group webhooks
     _r("GET", "/api/groups/:group_id/webhooks", webhook_views.list_webhooks,
        "Webhooks of a group, without secrets (group admin)",
-       query=webhook_views.WebhookListQuery),
+       query=PageQuery),
     _r("POST", "/api/groups/:group_id/webhooks", webhook_views.create_webhook,
        "Create a group webhook; the response carries its secret and url, once (group admin)",
        body=webhook_views.WebhookCreateBody),

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from urllib.parse import unquote
 
 from aiohttp import BodyPartReader, MultipartReader, hdrs, web
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from app.access import access_user
 from app.actions import attachments as actions
@@ -21,14 +21,13 @@ from app.errors import (
     UnsupportedMediaType,
 )
 from app.images import VARIANTS
-from app.params import PageParam, page_of, parse, path_id, read_params
+from app.params import LOOSE, page_of, parse, path_id, read_params
 from app.render.attachments import attachment, content_url, is_image
 from app.resources import blobs_of, pool_of, settings_of
 from app.responses import created, json_response
 from storage import attachments
 from storage.blobs import CHUNK_SIZE, BlobNotFound, BlobStore, content_disposition
 
-LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 UPLOAD_FIELD = "attachment"
 # Room for the multipart boundaries, part headers and small fields around the file.
 MULTIPART_SLACK = 1024 * 1024
@@ -47,11 +46,6 @@ class AttachmentUpload(BaseModel):
     model_config = LOOSE
     attachment: str = Field(description="the file (multipart file part)")
 
-
-class PageQuery(BaseModel):
-    model_config = LOOSE
-    page: PageParam = None
-    per_page: PageParam = None
 
 
 def _is_upload_field(name: str | None) -> bool:

@@ -5,16 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from app.actions import chat_messages as actions
 from app.context import community_of, viewer_of
 from app.errors import BadRequest
-from app.params import IdList, page_of, param_id, parse, path_id, read_params
+from app.params import LOOSE, IdList, page_of, param_id, parse, path_id, read_params
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response, no_content
-
-LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
 
 class ChatMessageParams(BaseModel):

@@ -5,18 +5,17 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from aiohttp import web
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 from app.actions import client_devices as actions
 from app.context import viewer_of
 from app.errors import Invalid
-from app.params import parse
+from app.params import LOOSE, parse
 from app.render.client_devices import client_device
 from app.resources import pool_of
 from app.responses import json_response, no_content
 from storage.client_devices import DeviceFields
 
-LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 MAX_TOKEN = 4096
 MAX_VERSION = 255
 

@@ -11,19 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from app.actions import attachments as attachment_actions
 from app.actions import comments as actions
 from app.actions.comments import NewComment
 from app.context import community_of, viewer_of
 from app.errors import BadRequest, Invalid
-from app.params import IdList, PageParam, UploadedFile, page_of, parse, path_id, read_params
+from app.params import LOOSE, IdList, PageParam, UploadedFile, page_of, parse, path_id, read_params
 from app.resources import blobs_of, hub_of, pool_of, settings_of
 from app.responses import created, json_response, no_content
 from app.views.messages import OptionalInt
-
-LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
 
 class CommentParams(BaseModel):

@@ -16,19 +16,17 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, model_validator
 
 from app.actions import content_filters as filter_actions
 from app.context import viewer_of
 from app.errors import NotFound
-from app.params import page_of, parse, path_id, read_params
+from app.params import LOOSE, page_of, parse, path_id, read_params
 from app.render.community import community_info, content_filter
 from app.resources import pool_of, settings_of
 from app.responses import created, json_response, no_content
 from storage import community_info as info_storage
 from storage import content_filters
-
-LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
 
 class ContentFilterBody(BaseModel):

@@ -13,6 +13,7 @@ from app.actions.remarks import Remark, Uploads, post_remark, render_activities
 from app.context import community_of, viewer_of
 from app.errors import NotFound
 from app.params import (
+    LOOSE,
     IdList,
     OptionalId,
     UploadedFile,
@@ -27,8 +28,6 @@ from app.render.users import conversation_member
 from app.resources import blobs_of, hub_of, pool_of, settings_of
 from app.responses import created, json_response, no_content
 from storage import activities, conversations
-
-LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
 
 def _blank_to_none(value: Any) -> Any:
@@ -117,11 +116,6 @@ class ConversationListQuery(BaseModel):
     page: int | None = None
     per_page: int | None = None
 
-
-class PageQuery(BaseModel):
-    model_config = LOOSE
-    page: int | None = None
-    per_page: int | None = None
 
 
 def _uploads(request: web.Request) -> Uploads:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from aiohttp import web
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, model_validator
 
 from app.access import require_admin
 from app.actions import external_systems as actions
@@ -19,13 +19,19 @@ from app.actions.external_systems import SystemFields
 from app.authentication import client_address
 from app.context import community_of, viewer_of
 from app.middleware import public
-from app.params import PageParam, UploadedFile, page_of, parse, path_id, read_params
+from app.params import (
+    LOOSE,
+    PageQuery,
+    UploadedFile,
+    page_of,
+    parse,
+    path_id,
+    read_params,
+)
 from app.render.external_systems import created_external_system, external_system
 from app.resources import LIMITER, blobs_of, hub_of, pool_of, settings_of
 from app.responses import created, json_response
 from app.views import messages as message_views
-
-LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
 
 def _blank_to_none(value: Any) -> Any:
@@ -75,14 +81,9 @@ class ExternalSystemBody(BaseModel):
         return data
 
 
-class ExternalSystemListQuery(BaseModel):
-    model_config = LOOSE
-    page: PageParam = None
-    per_page: PageParam = None
-
 
 async def list_external_systems(request: web.Request) -> web.Response:
-    await parse(request, ExternalSystemListQuery)
+    await parse(request, PageQuery)
     page = page_of(await read_params(request))
     rows = await actions.list_systems(pool_of(request), viewer_of(request), page)
     base = community_of(request).base_url

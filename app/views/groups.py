@@ -15,18 +15,17 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from app.access import access_group, access_user
 from app.actions import groups as actions
 from app.context import community_of, viewer_of
-from app.params import OptionalId, Page, page_of, parse, path_id, read_params
+from app.params import LOOSE, OptionalId, Page, page_of, parse, path_id, read_params
 from app.render.groups import full_group
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response, no_content
 from storage import groups
 
-LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 M = TypeVar("M", bound=BaseModel)
 PERMISSION = "^(public|private|external_contributor)$"
 

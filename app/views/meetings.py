@@ -19,17 +19,15 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from app.actions import meetings as actions
 from app.context import community_of, viewer_of
-from app.params import IdList, OptionalId, parse, path_id
+from app.params import LOOSE, IdList, OptionalId, parse, path_id
 from app.render.meetings import meeting_type
 from app.resources import pool_of
 from app.responses import created, json_response
 from storage import meetings
-
-LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
 
 class MeetingParams(BaseModel):

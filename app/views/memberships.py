@@ -20,14 +20,14 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from aiohttp import web
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 from app.access import access_group, is_group_admin
 from app.actions import memberships as actions
 from app.actions.users import full_users
 from app.context import Viewer, community_of, viewer_of
 from app.errors import Forbidden
-from app.params import OptionalId, OptionalStr, as_list, page_of, parse, path_id, read_params
+from app.params import LOOSE, OptionalId, OptionalStr, as_list, page_of, parse, path_id, read_params
 from app.render.groups import (
     group_membership,
     invitation,
@@ -39,8 +39,6 @@ from app.resources import hub_of, pool_of
 from app.responses import created, json_response, no_content
 from app.views.groups import parse_listing
 from storage import groups, memberships
-
-LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
 
 def _lower(value: Any) -> Any:

@@ -13,14 +13,24 @@ from dataclasses import replace
 from typing import Annotated, Any
 
 from aiohttp import web
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 from app.access import access_stream, access_user
 from app.actions import messages as actions
 from app.actions.messages import API_MESSAGE_TYPES, Limits, MessageChanges, NewMessage
 from app.context import Viewer, community_of, viewer_of
 from app.errors import BadRequest, Invalid, NotFound
-from app.params import IdList, OptionalId, PageParam, page_of, param_id, parse, path_id, read_params
+from app.params import (
+    LOOSE,
+    IdList,
+    OptionalId,
+    PageParam,
+    page_of,
+    param_id,
+    parse,
+    path_id,
+    read_params,
+)
 from app.render.messages import created_message
 from app.render.times import from_epoch
 from app.resources import blobs_of, hub_of, pool_of
@@ -31,7 +41,6 @@ from storage import topics as topic_storage
 from storage.db import Conn
 from storage.messages import MessageQuery
 
-LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 MAX_BODY = 50_000
 
 

@@ -5,15 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from aiohttp import web
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator
 
 from app.actions import notifications as actions
 from app.context import community_of, viewer_of
-from app.params import PageParam, page_of, parse, path_id, read_params
+from app.params import LOOSE, PageParam, page_of, parse, path_id, read_params
 from app.resources import hub_of, pool_of
 from app.responses import json_response, no_content
-
-LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
 Filter = Literal[
     "thanks", "groups", "at_mentions", "broadcast", "replies", "projects", "followers",

@@ -7,18 +7,16 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from aiohttp import web
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 from app.access import access_poll
 from app.actions import polls as actions
 from app.context import viewer_of
 from app.errors import Invalid
-from app.params import as_list, parse, path_id
+from app.params import LOOSE, as_list, parse, path_id
 from app.render.polls import poll
 from app.resources import pool_of
 from app.responses import created, json_response
-
-LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
 
 def _answers(value: Any) -> list[str]:

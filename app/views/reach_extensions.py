@@ -10,18 +10,26 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from aiohttp import web
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, model_validator
 
 from app.access import require_admin
 from app.actions import reach_extensions as actions
 from app.context import community_of, viewer_of
 from app.errors import Invalid
-from app.params import OptionalId, PageParam, as_list, flag, page_of, parse, path_id, read_params
+from app.params import (
+    LOOSE,
+    OptionalId,
+    PageQuery,
+    as_list,
+    flag,
+    page_of,
+    parse,
+    path_id,
+    read_params,
+)
 from app.render.reach_extensions import reach_extension
 from app.resources import pool_of
 from app.responses import created, json_response
-
-LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
 
 def _blank_to_none(value: Any) -> Any:
@@ -131,14 +139,9 @@ class ReachExtensionBody(BaseModel):
         return data
 
 
-class ReachExtensionListQuery(BaseModel):
-    model_config = LOOSE
-    page: PageParam = None
-    per_page: PageParam = None
-
 
 async def list_reach_extensions(request: web.Request) -> web.Response:
-    await parse(request, ReachExtensionListQuery)
+    await parse(request, PageQuery)
     page = page_of(await read_params(request))
     rows = await actions.list_extensions(pool_of(request), viewer_of(request), page)
     base = community_of(request).base_url

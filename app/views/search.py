@@ -35,12 +35,12 @@ from typing import Annotated, Any
 
 import asyncpg
 from aiohttp import web
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from app.context import Viewer, community_of, viewer_of
 from app.errors import Invalid
-from app.params import IdList, OptionalId, StrList, parse
+from app.params import LOOSE, IdList, OptionalId, StrList, parse
 from app.render.groups_short import short_group
 from app.render.topics import topic_entry
 from app.render.users import embedded_user
@@ -50,7 +50,6 @@ from app.views.users import tsquery_of
 from storage import messages as message_storage
 from storage import suggestions, topic_pages
 
-LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 MAX_RESULTS = 500
 TOPIC_RESULTS = 20
 

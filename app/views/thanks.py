@@ -19,22 +19,20 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from aiohttp import web
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 from app.access import access_user
 from app.actions import thanks as actions
 from app.actions.messages import render_messages
 from app.context import community_of, viewer_of
 from app.errors import BadRequest, Invalid, NotFound
-from app.params import IdList, OptionalId, PageParam, page_of, parse, path_id, read_params
+from app.params import LOOSE, IdList, OptionalId, PageParam, page_of, parse, path_id, read_params
 from app.render.times import from_epoch
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response
 from app.views.messages import MessageListQuery, limits_of
 from storage import badges as badge_storage
 from storage import thanks as thanks_storage
-
-LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
 
 def _blank_none(value: Any) -> Any:

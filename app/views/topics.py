@@ -20,14 +20,14 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from app.actions import messages as message_actions
 from app.actions import topics as actions
 from app.actions.users import full_users
 from app.context import Viewer, community_of, viewer_of
 from app.errors import BadRequest, Invalid, NotFound
-from app.params import PageParam, page_of, parse, read_params
+from app.params import LOOSE, PageParam, page_of, parse, read_params
 from app.render.times import from_epoch
 from app.render.topics import tag, topic
 from app.resources import pool_of
@@ -36,8 +36,6 @@ from app.views.messages import MessageListQuery, limits_of
 from storage import topic_pages
 from storage.db import Conn
 from storage.messages import MessageQuery
-
-LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
 
 class TopicParams(BaseModel):

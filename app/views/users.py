@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from aiohttp import web
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 from app.access import access_user
 from app.actions import users as actions
@@ -13,6 +13,7 @@ from app.actions.attachments import store_avatar
 from app.context import community_of, viewer_of
 from app.errors import NotFound
 from app.params import (
+    LOOSE,
     PageParam,
     StrList,
     UploadedFile,
@@ -24,8 +25,6 @@ from app.params import (
 from app.resources import PASSWORDS, blobs_of, pool_of
 from app.responses import created, json_response
 from storage import users
-
-LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
 
 def _manager(value: Any) -> Any:

@@ -6,18 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from app.actions import webhooks as actions
 from app.actions.webhooks import Incoming
 from app.context import community_of, viewer_of
 from app.middleware import public
-from app.params import PageParam, page_of, parse, path_id, read_params, validate
+from app.params import LOOSE, PageQuery, page_of, parse, path_id, read_params, validate
 from app.render.webhooks import created_webhook, webhook
 from app.resources import LIMITER, blobs_of, hub_of, pool_of, settings_of
 from app.responses import created, json_response, no_content
 
-LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 MAX_BODY = 50_000
 
 
@@ -30,11 +29,6 @@ class WebhookCreateBody(BaseModel):
     model_config = LOOSE
     webhook: WebhookParams = Field(default_factory=WebhookParams)
 
-
-class WebhookListQuery(BaseModel):
-    model_config = LOOSE
-    page: PageParam = None
-    per_page: PageParam = None
 
 
 class WebhookMessageParams(BaseModel):
@@ -52,7 +46,7 @@ class WebhookMessageBody(BaseModel):
 async def list_webhooks(request: web.Request) -> web.Response:
     """GET /api/groups/:group_id/webhooks (group admin): without secrets."""
     group_id = path_id(request, "group_id")
-    await parse(request, WebhookListQuery)
+    await parse(request, PageQuery)
     page = page_of(await read_params(request))
     rows = await actions.list_webhooks(pool_of(request), viewer_of(request), group_id, page)
     return json_response({"webhooks": [webhook(r) for r in rows]})

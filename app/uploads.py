@@ -32,7 +32,7 @@ from app.errors import BadRequest, TooLarge
 SPOOL_BYTES = 256 * 1024
 # Bytes gathered before one (threaded) write to the temp file, and the read size out of it.
 WRITE_BUFFER = 1024 * 1024
-READ_CHUNK = 256 * 1024
+READ_CHUNK = 1024 * 1024
 # A part header that is not plain text: a client error, never a 500.
 _CONTROL = {chr(c) for c in range(32) if c != 9} | {"\x7f"}
 _BOUNDARY_RE = re.compile(r";\s*boundary=\S", re.IGNORECASE)

@@ -268,6 +268,33 @@ def _page_param(value: Any, info: ValidationInfo) -> Any:
 # 422 a plain `int` field would give. Views still call page_of(params) for the Page itself.
 PageParam = Annotated[int | None, BeforeValidator(_page_param)]
 
+# --- times ----------------------------------------------------------------------------------
+
+# The last second datetime (and so the database) can hold: 9999-12-31T23:59:59Z. Anything
+# larger is not seconds (a client sending milliseconds sends 1.7e12).
+MAX_EPOCH_SECONDS = 253_402_300_799
+
+
+def _epoch_seconds(value: Any, info: ValidationInfo) -> int | None:
+    name = info.field_name or "since"
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    problem = f"{name} must be a Unix timestamp in seconds (0 to {MAX_EPOCH_SECONDS})"
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise BadRequest(problem)
+    try:
+        seconds = int(value.strip()) if isinstance(value, str) else value
+    except ValueError:
+        raise BadRequest(problem) from None
+    if not 0 <= seconds <= MAX_EPOCH_SECONDS:
+        raise BadRequest(problem)
+    return seconds
+
+
+# `since` and other instants given as Unix seconds: anything that is not a time a datetime can
+# hold (negative, milliseconds, garbage) is a 400, never the 500 of an overflowing datetime.
+EpochSeconds = Annotated[int | None, BeforeValidator(_epoch_seconds)]
+
 # Request models are lenient as real clients are (decisions.md): unknown parameters are
 # ignored, numbers sent where text is expected are taken as text.
 LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)

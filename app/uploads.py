@@ -150,22 +150,22 @@ def _temp_file(directory: Path | None) -> IO[bytes]:
     return tempfile.TemporaryFile(dir=directory)
 
 
-def _clean_header(value: str) -> str:
+def clean_header(value: str) -> str:
     if any(ch in _CONTROL for ch in value):
         raise BadRequest("Malformed multipart body: a part header has control characters")
     return value
 
 
-async def _next_part(reader: MultipartReader) -> BodyPartReader | MultipartReader | None:
+async def next_part(reader: MultipartReader) -> BodyPartReader | MultipartReader | None:
     try:
         return await reader.next()
     except _MALFORMED as exc:
         raise BadRequest("Malformed multipart body") from exc
 
 
-async def _read_chunk(part: BodyPartReader) -> bytes:
+async def read_chunk(part: BodyPartReader, size: int = READ_CHUNK) -> bytes:
     try:
-        return await part.read_chunk(READ_CHUNK)
+        return await part.read_chunk(size)
     except _MALFORMED as exc:
         raise BadRequest("Malformed multipart body") from exc
 
@@ -195,18 +195,18 @@ async def read_multipart(request: web.Request) -> list[tuple[str, Any]]:
     limit = request.client_max_size
     directory = upload_dir(request)
     files = request.setdefault(UPLOADS_KEY, [])
-    while (part := await _next_part(reader)) is not None:
+    while (part := await next_part(reader)) is not None:
         if not isinstance(part, BodyPartReader):
             await part.release()
             continue
-        name = _clean_header(part.name or "")
+        name = clean_header(part.name or "")
         filename = part.filename
-        ctype = _clean_header(part.headers.get(hdrs.CONTENT_TYPE, "application/octet-stream"))
+        ctype = clean_header(part.headers.get(hdrs.CONTENT_TYPE, "application/octet-stream"))
         if filename is not None:
-            _clean_header(filename)
+            clean_header(filename)
             upload = UploadedFile(filename, ctype)
             files.append(upload)
-            while chunk := await _read_chunk(part):
+            while chunk := await read_chunk(part):
                 total += len(chunk)
                 if total > limit:
                     raise TooLarge()
@@ -216,7 +216,7 @@ async def read_multipart(request: web.Request) -> list[tuple[str, Any]]:
                 pairs.append((name, upload))
             continue
         data = bytearray()
-        while chunk := await _read_chunk(part):
+        while chunk := await read_chunk(part):
             total += len(chunk)
             if total > limit:
                 raise TooLarge()

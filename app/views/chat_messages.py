@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from aiohttp import web
 from pydantic import BaseModel, Field
 
 from app.actions import chat_messages as actions
 from app.context import community_of, viewer_of
-from app.errors import BadRequest
-from app.params import LOOSE, IdList, page_of, param_id, parse, path_id, read_params
+from app.params import (
+    LOOSE,
+    EpochSeconds,
+    IdList,
+    page_of,
+    param_id,
+    parse,
+    path_id,
+    read_params,
+    validate,
+)
+from app.render.times import from_epoch
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response, no_content
 
@@ -26,22 +36,22 @@ class ChatMessageBody(BaseModel):
     chat_message: ChatMessageParams = Field(default_factory=ChatMessageParams)
 
 
+class SinceQuery(BaseModel):
+    since: EpochSeconds = None
+
+
 class ChatListQuery(BaseModel):
     model_config = LOOSE
     before: int | None = None
-    since: int | None = None
+    since: EpochSeconds = None
     page: int | None = None
     per_page: int | None = None
 
 
 def _since(raw: object) -> datetime | None:
     """`since`: Unix epoch seconds (as everywhere in the API)."""
-    if raw is None or raw == "":
-        return None
-    try:
-        return datetime.fromtimestamp(int(str(raw).strip()), tz=UTC)
-    except (ValueError, OverflowError, OSError):
-        raise BadRequest("since must be a Unix timestamp in seconds") from None
+    since = validate(SinceQuery, {"since": raw}).since
+    return from_epoch(since) if since is not None else None
 
 
 async def create_chat_message(request: web.Request) -> web.Response:

@@ -22,6 +22,7 @@ from app.context import Viewer, community_of, viewer_of
 from app.errors import BadRequest, Invalid, NotFound
 from app.params import (
     LOOSE,
+    EpochSeconds,
     IdList,
     OptionalId,
     PageParam,
@@ -82,7 +83,7 @@ class MessageListQuery(BaseModel):
     """Parameters of every message list."""
 
     model_config = LOOSE
-    since: OptionalInt = None
+    since: EpochSeconds = None
     stream_id: OptionalId = None
     user_id: OptionalId = None
     external_system_id: OptionalId = None
@@ -232,8 +233,6 @@ def _narrowed(scope: MessageQuery, query: MessageListQuery, **extra: Any) -> Mes
     """The scope plus the filters every list takes (since, tag) and `extra` fields."""
     changes: dict[str, Any] = dict(extra)
     if query.since is not None:
-        if query.since < 0:
-            raise BadRequest("since must be a Unix timestamp")
         changes["since"] = from_epoch(query.since)
     if query.tag is not None:
         changes["topic"] = topic_storage.normalize(query.tag)

@@ -26,7 +26,17 @@ from app.actions import thanks as actions
 from app.actions.messages import render_messages
 from app.context import community_of, viewer_of
 from app.errors import BadRequest, Invalid, NotFound
-from app.params import LOOSE, IdList, OptionalId, PageParam, page_of, parse, path_id, read_params
+from app.params import (
+    LOOSE,
+    EpochSeconds,
+    IdList,
+    OptionalId,
+    PageParam,
+    page_of,
+    parse,
+    path_id,
+    read_params,
+)
 from app.render.times import from_epoch
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response
@@ -64,7 +74,7 @@ class ThanksBody(BaseModel):
 class ThanksListQuery(BaseModel):
     model_config = LOOSE
     user_id: OptionalId = None
-    since: OptionalInt = None
+    since: EpochSeconds = None
     page: PageParam = None
     per_page: PageParam = None
 
@@ -91,8 +101,6 @@ async def create_thanks(request: web.Request) -> web.Response:
 async def _list(request: web.Request, recipient_id: int | None) -> web.Response:
     query: ThanksListQuery = await _query(request, ThanksListQuery)
     page = page_of(await read_params(request))
-    if query.since is not None and query.since < 0:
-        raise BadRequest("since must be a Unix timestamp")
     viewer = viewer_of(request)
     async with pool_of(request).acquire() as conn:
         rows = await thanks_storage.list_thanks(

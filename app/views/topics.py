@@ -96,8 +96,6 @@ async def show_topic(request: web.Request) -> web.Response:
     except Invalid as exc:  # a non-number where a number belongs cannot be parsed: 400
         raise BadRequest(*exc.messages, fields=exc.fields) from None
     page = page_of(await read_params(request))
-    if query.since is not None and query.since < 0:
-        raise BadRequest("since must be a Unix timestamp")
     viewer = viewer_of(request)
     base = community_of(request).base_url
     pool = pool_of(request)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 from urllib.parse import parse_qsl
 
@@ -231,7 +232,13 @@ def _to_list(value: Any) -> Any:
     return [value]
 
 
+def _blank_to_false(value: Any) -> Any:
+    return False if value is None or (isinstance(value, str) and not value.strip()) else value
+
+
 OptionalId = Annotated[int | None, BeforeValidator(_blank_to_none)]
+# A query flag (`can_join_only=`): blank means absent, i.e. false.
+QueryFlag = Annotated[bool, BeforeValidator(_blank_to_false)]
 OptionalStr = Annotated[str | None, BeforeValidator(lambda v: v)]
 IdList = Annotated[list[int], BeforeValidator(_to_list)]
 StrList = Annotated[list[str], BeforeValidator(_to_list)]
@@ -347,3 +354,32 @@ def param_id(params: dict[str, Any], name: str) -> int | None:
     if value is None:
         raise Invalid.field(name, "must be an integer")
     return value
+
+
+def query_id(params: dict[str, Any], name: str) -> int | None:
+    """An optional integer id in a query string (`before=<id>`): blank means absent; a value
+    that is no id cannot be parsed, so a 400 (decisions.md), unlike a body's 422."""
+    try:
+        return param_id(params, name)
+    except Invalid:
+        raise BadRequest(f"{name} must be an integer", fields={name: ["must be an integer"]}
+                         ) from None
+
+
+# 9999-12-31T23:59:59Z: the last second a timestamp of the API can hold.
+MAX_EPOCH = 253_402_300_799
+
+
+def since_param(value: Any, name: str = "since") -> datetime | None:
+    """`since` (epoch seconds) as a time. Not a plausible epoch second (negative, past year
+    9999, not a number) is a 400, never a 500 (decisions.md)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        seconds = int(str(value).strip()) if not isinstance(value, int) else value
+    except ValueError:
+        seconds = -1
+    if isinstance(value, bool) or not 0 <= seconds <= MAX_EPOCH:
+        raise BadRequest(f"{name} must be a Unix timestamp in seconds",
+                         fields={name: ["must be a Unix timestamp in seconds"]})
+    return datetime.fromtimestamp(seconds, UTC)

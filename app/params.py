@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 from urllib.parse import parse_qsl
 
@@ -197,7 +198,13 @@ def _to_list(value: Any) -> Any:
     return [value]
 
 
+def _blank_to_false(value: Any) -> Any:
+    return False if value is None or (isinstance(value, str) and not value.strip()) else value
+
+
 OptionalId = Annotated[int | None, BeforeValidator(_blank_to_none)]
+# A query flag (`can_join_only=`): blank means absent, i.e. false.
+QueryFlag = Annotated[bool, BeforeValidator(_blank_to_false)]
 OptionalStr = Annotated[str | None, BeforeValidator(lambda v: v)]
 IdList = Annotated[list[int], BeforeValidator(_to_list)]
 StrList = Annotated[list[str], BeforeValidator(_to_list)]
@@ -268,33 +275,6 @@ def _page_param(value: Any, info: ValidationInfo) -> Any:
 # 422 a plain `int` field would give. Views still call page_of(params) for the Page itself.
 PageParam = Annotated[int | None, BeforeValidator(_page_param)]
 
-# --- times ----------------------------------------------------------------------------------
-
-# The last second datetime (and so the database) can hold: 9999-12-31T23:59:59Z. Anything
-# larger is not seconds (a client sending milliseconds sends 1.7e12).
-MAX_EPOCH_SECONDS = 253_402_300_799
-
-
-def _epoch_seconds(value: Any, info: ValidationInfo) -> int | None:
-    name = info.field_name or "since"
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    problem = f"{name} must be a Unix timestamp in seconds (0 to {MAX_EPOCH_SECONDS})"
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise BadRequest(problem)
-    try:
-        seconds = int(value.strip()) if isinstance(value, str) else value
-    except ValueError:
-        raise BadRequest(problem) from None
-    if not 0 <= seconds <= MAX_EPOCH_SECONDS:
-        raise BadRequest(problem)
-    return seconds
-
-
-# `since` and other instants given as Unix seconds: anything that is not a time a datetime can
-# hold (negative, milliseconds, garbage) is a 400, never the 500 of an overflowing datetime.
-EpochSeconds = Annotated[int | None, BeforeValidator(_epoch_seconds)]
-
 # Request models are lenient as real clients are (decisions.md): unknown parameters are
 # ignored, numbers sent where text is expected are taken as text.
 LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
@@ -340,3 +320,32 @@ def param_id(params: dict[str, Any], name: str) -> int | None:
     if value is None:
         raise Invalid.field(name, "must be an integer")
     return value
+
+
+def query_id(params: dict[str, Any], name: str) -> int | None:
+    """An optional integer id in a query string (`before=<id>`): blank means absent; a value
+    that is no id cannot be parsed, so a 400 (decisions.md), unlike a body's 422."""
+    try:
+        return param_id(params, name)
+    except Invalid:
+        raise BadRequest(f"{name} must be an integer", fields={name: ["must be an integer"]}
+                         ) from None
+
+
+# 9999-12-31T23:59:59Z: the last second a timestamp of the API can hold.
+MAX_EPOCH = 253_402_300_799
+
+
+def since_param(value: Any, name: str = "since") -> datetime | None:
+    """`since` (epoch seconds) as a time. Not a plausible epoch second (negative, past year
+    9999, not a number) is a 400, never a 500 (decisions.md)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        seconds = int(str(value).strip()) if not isinstance(value, int) else value
+    except ValueError:
+        seconds = -1
+    if isinstance(value, bool) or not 0 <= seconds <= MAX_EPOCH:
+        raise BadRequest(f"{name} must be a Unix timestamp in seconds",
+                         fields={name: ["must be a Unix timestamp in seconds"]})
+    return datetime.fromtimestamp(seconds, UTC)

@@ -144,12 +144,12 @@ SELECT message_id, user_id, group_id FROM message_recipients
 WHERE message_id = ANY($1::bigint[]) AND comment_id IS NULL
 ORDER BY message_id, position, id
 """
-# Everyone addressed in a thread (message and comments), first appearance first.
-THREAD_RECIPIENTS = """
-SELECT user_id, group_id, min(id) AS first FROM message_recipients
-WHERE message_id = $1
-GROUP BY user_id, group_id
-ORDER BY first
+# Whom each of these comments ($2) of these messages ($1) addresses, in order (message_id
+# first so that the unique index on (message_id, comment_id, ...) serves it).
+COMMENT_RECIPIENTS = """
+SELECT comment_id, user_id, group_id FROM message_recipients
+WHERE message_id = ANY($1::bigint[]) AND comment_id = ANY($2::bigint[])
+ORDER BY comment_id, position, id
 """
 
 # Short group rows with the viewer's role and whether the viewer may see the group at all.
@@ -393,8 +393,13 @@ async def recipients(conn: Conn, message_ids: Sequence[int]) -> list[asyncpg.Rec
     return await conn.fetch(RECIPIENTS, list(message_ids))
 
 
-async def thread_recipients(conn: Conn, message_id: int) -> list[asyncpg.Record]:
-    return await conn.fetch(THREAD_RECIPIENTS, message_id)
+async def comment_recipients(
+    conn: Conn, message_ids: Sequence[int], comment_ids: Sequence[int]
+) -> list[asyncpg.Record]:
+    """Recipients of these comments (of these messages), in order."""
+    if not comment_ids:
+        return []
+    return await conn.fetch(COMMENT_RECIPIENTS, list(set(message_ids)), list(comment_ids))
 
 
 async def groups(

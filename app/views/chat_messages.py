@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from aiohttp import web
 from pydantic import BaseModel, Field
 
 from app.actions import chat_messages as actions
 from app.context import community_of, viewer_of
-from app.params import (
-    LOOSE,
-    EpochSeconds,
-    IdList,
-    page_of,
-    param_id,
-    parse,
-    path_id,
-    read_params,
-    validate,
-)
-from app.render.times import from_epoch
+from app.params import LOOSE, IdList, page_of, parse, path_id, query_id, read_params, since_param
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response, no_content
 
@@ -36,22 +23,12 @@ class ChatMessageBody(BaseModel):
     chat_message: ChatMessageParams = Field(default_factory=ChatMessageParams)
 
 
-class SinceQuery(BaseModel):
-    since: EpochSeconds = None
-
-
 class ChatListQuery(BaseModel):
     model_config = LOOSE
     before: int | None = None
-    since: EpochSeconds = None
+    since: int | None = None
     page: int | None = None
     per_page: int | None = None
-
-
-def _since(raw: object) -> datetime | None:
-    """`since`: Unix epoch seconds (as everywhere in the API)."""
-    since = validate(SinceQuery, {"since": raw}).since
-    return from_epoch(since) if since is not None else None
 
 
 async def create_chat_message(request: web.Request) -> web.Response:
@@ -72,7 +49,7 @@ async def list_chat_messages(request: web.Request) -> web.Response:
     page = page_of(params)
     rendered = await actions.list_chat_messages(
         pool_of(request), viewer_of(request), group_id, community_of(request).base_url,
-        before_id=param_id(params, "before"), since=_since(params.get("since")),
+        before_id=query_id(params, "before"), since=since_param(params.get("since")),
         offset=page.offset, limit=page.limit,
     )
     return json_response({"chat_messages": rendered})

@@ -22,7 +22,6 @@ from app.context import Viewer, community_of, viewer_of
 from app.errors import BadRequest, Invalid, NotFound
 from app.params import (
     LOOSE,
-    EpochSeconds,
     IdList,
     OptionalId,
     PageParam,
@@ -31,9 +30,9 @@ from app.params import (
     parse,
     path_id,
     read_params,
+    since_param,
 )
 from app.render.messages import created_message
-from app.render.times import from_epoch
 from app.resources import blobs_of, hub_of, pool_of
 from app.responses import created, json_response, no_content
 from storage import messages as message_storage
@@ -83,7 +82,7 @@ class MessageListQuery(BaseModel):
     """Parameters of every message list."""
 
     model_config = LOOSE
-    since: EpochSeconds = None
+    since: OptionalInt = None
     stream_id: OptionalId = None
     user_id: OptionalId = None
     external_system_id: OptionalId = None
@@ -233,7 +232,7 @@ def _narrowed(scope: MessageQuery, query: MessageListQuery, **extra: Any) -> Mes
     """The scope plus the filters every list takes (since, tag) and `extra` fields."""
     changes: dict[str, Any] = dict(extra)
     if query.since is not None:
-        changes["since"] = from_epoch(query.since)
+        changes["since"] = since_param(query.since)
     if query.tag is not None:
         changes["topic"] = topic_storage.normalize(query.tag)
     return replace(scope, **changes)

@@ -28,7 +28,6 @@ from app.context import community_of, viewer_of
 from app.errors import BadRequest, Invalid, NotFound
 from app.params import (
     LOOSE,
-    EpochSeconds,
     IdList,
     OptionalId,
     PageParam,
@@ -36,8 +35,8 @@ from app.params import (
     parse,
     path_id,
     read_params,
+    since_param,
 )
-from app.render.times import from_epoch
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response
 from app.views.messages import MessageListQuery, limits_of
@@ -74,7 +73,7 @@ class ThanksBody(BaseModel):
 class ThanksListQuery(BaseModel):
     model_config = LOOSE
     user_id: OptionalId = None
-    since: EpochSeconds = None
+    since: OptionalInt = None
     page: PageParam = None
     per_page: PageParam = None
 
@@ -101,12 +100,13 @@ async def create_thanks(request: web.Request) -> web.Response:
 async def _list(request: web.Request, recipient_id: int | None) -> web.Response:
     query: ThanksListQuery = await _query(request, ThanksListQuery)
     page = page_of(await read_params(request))
+    since = since_param(query.since)
     viewer = viewer_of(request)
     async with pool_of(request).acquire() as conn:
         rows = await thanks_storage.list_thanks(
             conn, viewer.community_id, viewer.id, viewer.is_external,
             recipient_id=recipient_id if recipient_id is not None else query.user_id,
-            since=from_epoch(query.since) if query.since is not None else None,
+            since=since,
             offset=page.offset, limit=page.limit,
         )
         rendered = await actions.render_thanks_rows(

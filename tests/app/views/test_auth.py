@@ -119,3 +119,16 @@ async def test_tenancy_credentials_of_one_community_do_not_work_in_another(
     b = await world.community("Beta")
     cross = b.api.as_user(a.email)
     assert (await cross.get("/api/userinfo")).status == 401
+
+
+async def test_userinfo_carries_the_community_last_for_sync_photos(world: World) -> None:
+    """The original command-line client's sync_photos reads
+    user.community.default_profile_photo_id from GET /api/userinfo.json."""
+    admin = await world.community("Acme")
+    resp = await admin.api.get("/api/userinfo.json")
+    assert resp.status == 200
+    user = resp.json["user"]
+    assert list(user)[-1] == "community"
+    assert user["community"] == {"id": admin.community.id, "name": "Acme",
+                                 "domain": admin.community.domain,
+                                 "default_profile_photo_id": None}

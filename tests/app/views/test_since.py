@@ -38,7 +38,7 @@ async def test_since_outside_unix_seconds_is_a_400(world: World) -> None:
             resp = await admin.api.get(f"{path}{sep}since={bad}")
             assert resp.status == 400, (path, bad, resp.status, resp.text)
             assert resp.json["code"] == "bad_request"
-            assert any("since" in m for m in resp.json["errors"]), resp.json
+            assert any("since" in m.lower() for m in resp.json["errors"]), resp.json
 
 
 @pytest.mark.parametrize("good", ["0", " 1700000000 ", "253402300799", ""])

@@ -21,6 +21,7 @@ from app.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from app.resources import BLOBS, COMMUNITIES, HUB, LIMITER, PASSWORDS, POOL, REDIS, SETTINGS
 from app.routes import add_routes
 from app.tenancy import CommunityResolver
+from app.xml_format import negotiation_middleware
 from realtime.hub import Hub, HubSettings, LocalHub, RedisHub
 from storage.blobs import open_blob_store
 from storage.db import QueryObserver, create_pool
@@ -53,7 +54,11 @@ def create_app(
         max_age=14 * 24 * 3600,
     )
     app = web.Application(
-        middlewares=[errors_middleware, session_middleware(storage), auth_middleware],
+        middlewares=[
+            # negotiation first: it turns every JSON answer, errors included, into XML.
+            negotiation_middleware, errors_middleware, session_middleware(storage),
+            auth_middleware,
+        ],
         client_max_size=settings.max_upload_bytes + 1024 * 1024,
     )
     app[SETTINGS] = settings

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from aiohttp import web
 from aiohttp_session import session_middleware
-from aiohttp_session.cookie_storage import EncryptedCookieStorage
 from redis.asyncio import BlockingConnectionPool, Redis
 
+from app.authentication import SessionCookieStorage
 from app.config import Settings
 from app.middleware import auth_middleware, errors_middleware
 from app.passwords import Passwords
@@ -49,7 +49,8 @@ def create_app(
 ) -> web.Application:
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url (serve resolves it)")
-    storage = EncryptedCookieStorage(
+    # Secure whenever the client is on https (app/authentication.py)
+    storage = SessionCookieStorage(
         session_secret(settings), cookie_name="commons_session", httponly=True, samesite="Lax",
         max_age=14 * 24 * 3600,
     )

@@ -55,6 +55,16 @@ SLOW_READER_REASON = "too slow; reconnect with since"
 ChannelLoader = Callable[[], Awaitable[Iterable[str]]]
 
 
+class Refused(Exception):
+    """Raised by a ChannelLoader: the user may no longer have this socket (e.g. deactivated
+    while it was being set up); it closes with `code`."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
 @dataclass(frozen=True, slots=True)
 class RealtimeSettings:
     heartbeat: float = 30.0
@@ -186,6 +196,8 @@ class RealtimeConnection:
             await self._read()
         except ConnectionError:
             pass  # the peer went away mid-setup
+        except Refused as refused:
+            self.terminate(refused.code, refused.reason)
         except Exception:
             log.exception("realtime: socket of user %s failed", self.user_id)
             self.terminate(WSCloseCode.INTERNAL_ERROR, "internal error")
@@ -290,6 +302,10 @@ class RealtimeConnection:
         self._push(event.frame)
 
     def _apply_control(self, event: EncodedEvent) -> None:
+        close = event.close_code()
+        if close is not None:
+            self.terminate(*close)  # the user was deactivated or changed their password
+            return
         subscribe, unsubscribe = event.control()
         own = user_channel(self.user_id)
         self._hub.unsubscribe(self, [c for c in unsubscribe if c != own])

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from aiohttp import web
 from pydantic import BaseModel, BeforeValidator, Field
 
+from app import authentication
 from app.access import access_user
 from app.actions import users as actions
 from app.actions.attachments import store_avatar
@@ -22,7 +23,7 @@ from app.params import (
     path_id,
     read_params,
 )
-from app.resources import PASSWORDS, blobs_of, pool_of
+from app.resources import PASSWORDS, blobs_of, hub_of, pool_of
 from app.responses import created, json_response
 from storage import users
 
@@ -40,6 +41,7 @@ class UserParams(BaseModel):
     email: str | None = Field(None, max_length=254)
     username: str | None = Field(None, max_length=60)
     password: str | None = Field(None, max_length=1024)
+    current_password: str | None = Field(None, max_length=1024)
     title: str | None = Field(None, max_length=200)
     company_login: str | None = Field(None, max_length=200)
     manager_id: Annotated[int | None, BeforeValidator(_manager)] = None
@@ -133,10 +135,18 @@ async def create_user(request: web.Request) -> web.Response:
 async def update_user(request: web.Request) -> web.Response:
     user_id = path_id(request, "user_id")
     body = await parse(request, UserUpdateBody)
-    await actions.update_user(
-        pool_of(request), request.app[PASSWORDS], viewer_of(request), user_id,
-        body.user.to_fields(),
+    viewer = viewer_of(request)
+
+    async def confirm(uid: int, password: str) -> None:
+        await authentication.confirm_password(request, uid, password)
+
+    updated = await actions.update_user(
+        pool_of(request), request.app[PASSWORDS], viewer, user_id, body.user.to_fields(),
+        hub=hub_of(request), confirm=confirm,
     )
+    if updated.session_epoch is not None and viewer.id == user_id:
+        # the session that changed the password goes on; every other one has ended
+        await authentication.keep_own_session(request, user_id, updated.session_epoch)
     photo = ((await read_params(request)).get("user") or {}).get("profile_photo")
     upload = photo.get("data") if isinstance(photo, dict) else None
     if isinstance(upload, UploadedFile):
@@ -147,7 +157,10 @@ async def update_user(request: web.Request) -> web.Response:
 
 async def deactivate_user(request: web.Request) -> web.Response:
     user_id = path_id(request, "user_id")
-    await actions.deactivate_user(pool_of(request), viewer_of(request), user_id)
+    await actions.deactivate_user(
+        pool_of(request), viewer_of(request), user_id, hub=hub_of(request),
+        passwords=request.app[PASSWORDS],
+    )
     return json_response({"user": await _render_one(request, user_id)})
 
 

@@ -259,7 +259,10 @@ async def test_admin_creates_a_user_who_can_then_log_in(world: World) -> None:
     assert user["contact_info"] == {"email": "Dana@X.example"}
     dana = admin.api.as_user("dana@x.example", "trust no one")
     me = await dana.get("/api/userinfo")
-    assert me.status == 200 and me.json["user"] == {**user, "followable": False}
+    assert me.status == 200
+    # userinfo also carries the community, as its last key (decisions.md "Shapes")
+    assert me.json["user"] == {**user, "followable": False,
+                               "community": me.json["user"]["community"]}
     by_username = await admin.api.as_user("danascully", "trust no one").get("/api/userinfo")
     assert by_username.status == 200
     # read back through the API

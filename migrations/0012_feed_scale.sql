@@ -12,11 +12,14 @@ ALTER TABLE message_recipients ADD COLUMN last_interacted_at timestamptz;
 -- Topic rows: the `tag` filter.
 ALTER TABLE message_topics ADD COLUMN last_interacted_at timestamptz;
 
--- A new recipient or topic row takes its message's last_interacted_at.
+-- A new recipient or topic row takes its message's last_interacted_at (unless the writer gave
+-- it already: bulk loads copy it themselves).
 CREATE FUNCTION feed_copy_last_interacted_at() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    SELECT m.last_interacted_at INTO NEW.last_interacted_at
-    FROM messages m WHERE m.id = NEW.message_id;
+    IF NEW.last_interacted_at IS NULL THEN
+        SELECT m.last_interacted_at INTO NEW.last_interacted_at
+        FROM messages m WHERE m.id = NEW.message_id;
+    END IF;
     RETURN NEW;
 END
 $$;

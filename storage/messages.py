@@ -270,17 +270,24 @@ def _walk(driver: list[str], where: list[str], k: str, source: str = FROM) -> st
 def _rows_walk(table: str, alias: str, key: str, where: list[str], k: str) -> list[str]:
     """The first k distinct messages of rows of `table` (recipients, topics) that carry a copy of
     their message's last_interacted_at, walked through (key, last_interacted_at DESC,
-    message_id DESC); plus any row not yet backfilled (none once `commons backfill-feed` ran)."""
-    source = f"{table} {alias} JOIN messages m ON m.id = {alias}.message_id " \
-        "LEFT JOIN groups g ON g.id = m.group_id"
+    message_id DESC); plus any row not yet backfilled (none once `commons backfill-feed` ran).
+
+    Each row's message is looked up (and filtered) on its own (`OFFSET 0` keeps the lookup a
+    nested loop), so that the walk stops after k readable messages instead of joining all the
+    rows of the key."""
+    message = (
+        f"CROSS JOIN LATERAL (SELECT {CANDIDATE} FROM {FROM}\n"
+        f"WHERE {_and([f'm.id = {alias}.message_id', *where])} OFFSET 0) x"
+    )
     filled = (
-        f"(SELECT DISTINCT ON ({alias}.last_interacted_at, {alias}.message_id) {CANDIDATE}\n"
-        f"FROM {source}\nWHERE {_and([key, f'{alias}.last_interacted_at IS NOT NULL', *where])}"
-        f"\nORDER BY {alias}.last_interacted_at DESC, {alias}.message_id DESC LIMIT {k})"
+        f"(SELECT DISTINCT ON ({alias}.last_interacted_at, {alias}.message_id) "
+        f"x.id, x.last_interacted_at\nFROM {table} {alias} {message}\n"
+        f"WHERE {key} AND {alias}.last_interacted_at IS NOT NULL\n"
+        f"ORDER BY {alias}.last_interacted_at DESC, {alias}.message_id DESC LIMIT {k})"
     )
     unfilled = (
-        f"(SELECT {CANDIDATE} FROM {source}\n"
-        f"WHERE {_and([key, f'{alias}.last_interacted_at IS NULL', *where])})"
+        f"(SELECT x.id, x.last_interacted_at FROM {table} {alias} {message}\n"
+        f"WHERE {key} AND {alias}.last_interacted_at IS NULL)"
     )
     return [filled, unfilled]
 

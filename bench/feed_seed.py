@@ -246,6 +246,7 @@ async def create_seeded(
 
 async def _main(args: argparse.Namespace) -> int:
     from bench_db import fresh_database
+
     from tests.servers import ensure_postgres
 
     scale = replace(SCALES[args.scale], comments=args.comments, likes=args.likes)

@@ -124,3 +124,65 @@ async def test_backfill_fills_rows_older_than_the_migration(world: World) -> Non
     assert await _home(me, tag="topic") == [older, newer]
     assert await feed_backfill.backfill(world.pool, batch=10) == {
         "message_recipients": 0, "message_topics": 0}
+
+
+async def test_tag_overrides_stream_id_and_user_and_system_narrow_every_list(
+    world: World,
+) -> None:
+    """Issue 9: `tag` overrides stream_id on GET /api/messages; user_id and external_system_id
+    narrow /api/streams/:id/messages, /api/users/:id/messages and
+    /api/external_systems/:id/messages too."""
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    team = await make_group(world, admin, "Team", members=[bob])
+    outside = (await post(admin, "company news #launch"))["id"]
+    bobs = (await post(bob, "team news #launch", group_id=team))["id"]
+    admins = (await post(admin, "team plan", group_id=team))["id"]
+    team_stream = await stream_id(admin, "Team")
+    # tag overrides stream_id: the Company stream's messages with the topic
+    tagged = await _home(admin, tag="launch", stream_id=str(team_stream))
+    assert tagged == [bobs, outside]
+    # user_id narrows a stream given by path or by stream_id
+    by_path = message_ids(await admin.api.get(f"/api/streams/{team_stream}/messages",
+                                              params={"user_id": str(bob.id)}))
+    assert by_path == [bobs]
+    assert await _home(admin, stream_id=str(team_stream), user_id=str(admin.id)) == [admins]
+    # external_system_id narrows a user's messages, and user_id a system's
+    await world.pool.execute("UPDATE messages SET external_system_id = 77 WHERE id = $1", bobs)
+    assert message_ids(await admin.api.get(
+        f"/api/users/{bob.id}/messages", params={"external_system_id": "77"})) == [bobs]
+    assert message_ids(await admin.api.get(
+        f"/api/users/{admin.id}/messages", params={"external_system_id": "77"})) == []
+    assert message_ids(await admin.api.get(
+        "/api/external_systems/77/messages", params={"user_id": str(admin.id)})) == []
+    assert message_ids(await admin.api.get(
+        "/api/external_systems/77/messages", params={"user_id": str(bob.id)})) == [bobs]
+
+
+async def test_not_in_company_stream_keeps_a_systems_messages_out_of_company(
+    world: World,
+) -> None:
+    """Issue 9: messages of an external system with not_in_company_stream stay out of the
+    Company stream; they remain in Home (for those they reach), the system's and the author's
+    lists, and readable by id."""
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    system = await world.pool.fetchval(
+        "INSERT INTO external_systems (community_id, name, system_url, client_identifier, "
+        "client_secret_hash, not_in_company_stream) "
+        "VALUES ($1, 'CRM', 'https://crm.example', 'crm-id', 'x', true) RETURNING id",
+        admin.community.id)
+    quiet = (await post(bob, "from the CRM"))["id"]
+    loud = (await post(bob, "by hand"))["id"]
+    await world.pool.execute("UPDATE messages SET external_system_id = $2 WHERE id = $1",
+                             quiet, system)
+    assert await _stream(admin, "Company") == [loud]
+    assert message_ids(await admin.api.get(f"/api/external_systems/{system}/messages")) == [
+        quiet]
+    assert message_ids(await admin.api.get(f"/api/users/{bob.id}/messages")) == [loud, quiet]
+    assert await _stream(bob, "Sent") == [loud, quiet]
+    assert (await admin.api.get(f"/api/messages/{quiet}")).status == 200
+    # the switch is read live: turned off, the messages are back in Company
+    await world.pool.execute(
+        "UPDATE external_systems SET not_in_company_stream = false WHERE id = $1", system)
+    assert await _stream(admin, "Company") == [loud, quiet]

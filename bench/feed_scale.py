@@ -129,7 +129,7 @@ async def run_scale(dsn: str, scale: Scale, runs: int) -> dict[str, Measure]:
     from storage.messages import MessageQuery
 
     started = time.monotonic()
-    cid, admin_id, _ = await create_seeded(dsn, scale)
+    cid, admin_id, _ = await create_seeded(dsn, scale, verbose=True)
     print(f"  seeded {scale} in {time.monotonic() - started:.0f} s", flush=True)
     pool = await create_pool(dsn, size=1)
     hub = LocalHub(pool)

@@ -237,10 +237,15 @@ async def create_seeded(
             admin_email="admin@bench.example", admin_password="bench admin password",
             base_url="https://bench.example",
         )
-        async with pool.acquire() as conn:
-            timings = await seed_scale(conn, community.id, admin["id"], scale, verbose=verbose)
     finally:
         await pool.close()
+    # a connection of its own: the app's pool has a command timeout, the big steps take minutes
+    conn = await asyncpg.connect(dsn, command_timeout=None)
+    try:
+        await conn.execute("SET statement_timeout = 0")
+        timings = await seed_scale(conn, community.id, admin["id"], scale, verbose=verbose)
+    finally:
+        await conn.close()
     return community.id, admin["id"], timings
 
 

@@ -177,7 +177,7 @@ async def run_scale(dsn: str, scale: Scale, runs: int) -> dict[str, Measure]:
 
         async def old_home() -> None:
             async with pool.acquire() as conn:
-                await conn.execute("SET statement_timeout = '60s'")
+                await conn.execute("SET statement_timeout = '50s'")
                 try:
                     await conn.fetch(OLD_HOME, cid, admin_id, False)
                 except asyncpg.QueryCanceledError:

@@ -229,7 +229,9 @@ def query_of_stream(stream: Any) -> MessageQuery:
 
 
 def _narrowed(scope: MessageQuery, query: MessageListQuery, **extra: Any) -> MessageQuery:
-    """The scope plus the filters every list takes (since, tag) and `extra` fields."""
+    """The scope plus the filters every list takes (since, tag) and `extra` fields. `tag`
+    narrows the group and search lists; the four lists of interface.md that take stream_id
+    replace their scope with the company's first (_stream_lists)."""
     changes: dict[str, Any] = dict(extra)
     if query.since is not None:
         changes["since"] = since_param(query.since)
@@ -241,6 +243,23 @@ def _narrowed(scope: MessageQuery, query: MessageListQuery, **extra: Any) -> Mes
 # --- lists -----------------------------------------------------------------------------------
 
 
+def _author_filters(query: MessageListQuery, **fixed: int) -> dict[str, Any]:
+    """user_id and external_system_id narrow each of the four lists interface.md gives them
+    to (decisions.md); the path's own id (`fixed`) wins over the parameter of the same name."""
+    extra: dict[str, Any] = {}
+    if query.user_id is not None:
+        extra["author_id"] = query.user_id
+    if query.external_system_id is not None:
+        extra["external_system_id"] = query.external_system_id
+    extra.update(fixed)
+    return extra
+
+
+def _tag_scope(query: MessageListQuery) -> MessageQuery | None:
+    """`tag` overrides stream_id (interface.md): the company's messages with that topic."""
+    return MessageQuery(stream="company") if query.tag is not None else None
+
+
 async def list_messages(request: web.Request) -> web.Response:
     """GET /api/messages: the Home stream, or the stream_id one; `tag` alone searches the
     company's messages with that topic; user_id / external_system_id alone narrow the
@@ -250,25 +269,22 @@ async def list_messages(request: web.Request) -> web.Response:
     viewer = viewer_of(request)
     pool = pool_of(request)
     first = page_of(params).page == 1
-    if query.stream_id is not None:
+    tagged = _tag_scope(query)
+    if tagged is not None:
+        scope = tagged
+    elif query.stream_id is not None:
         async with pool.acquire() as conn:
             stream = await access_stream(conn, viewer, query.stream_id)
             if first:
                 await stream_storage.mark_read(conn, viewer.community_id, viewer.id, stream["id"])
         scope = query_of_stream(stream)
-    elif query.tag is not None or query.user_id is not None \
-            or query.external_system_id is not None:
+    elif query.user_id is not None or query.external_system_id is not None:
         scope = MessageQuery(stream="company")
     else:
         scope = MessageQuery(stream="home", sticky_first=True)
         if first:
             await stream_storage.mark_kind_read(pool, viewer.community_id, viewer.id, "home")
-    extra: dict[str, Any] = {}
-    if query.user_id is not None:
-        extra["author_id"] = query.user_id
-    if query.external_system_id is not None:
-        extra["external_system_id"] = query.external_system_id
-    return await _respond_with(request, query, scope, extra)
+    return await _respond_with(request, query, scope, _author_filters(query))
 
 
 async def _respond_with(
@@ -284,15 +300,18 @@ async def _respond_with(
 
 
 async def stream_messages(request: web.Request) -> web.Response:
-    """GET /api/streams/:stream_id/messages (page 1 marks the stream read)."""
+    """GET /api/streams/:stream_id/messages (page 1 marks the stream read; `tag` reads the
+    company's messages with that topic instead, still only for a stream the viewer has)."""
     query = await _list_query(request)
     viewer = viewer_of(request)
     stream_id = path_id(request, "stream_id")
+    tagged = _tag_scope(query)
     async with pool_of(request).acquire() as conn:
         stream = await access_stream(conn, viewer, stream_id)
-        if page_of(await read_params(request)).page == 1:
+        if tagged is None and page_of(await read_params(request)).page == 1:
             await stream_storage.mark_read(conn, viewer.community_id, viewer.id, stream["id"])
-    return await _respond_with(request, query, query_of_stream(stream), {})
+    scope = tagged or query_of_stream(stream)
+    return await _respond_with(request, query, scope, _author_filters(query))
 
 
 async def group_messages(request: web.Request) -> web.Response:
@@ -314,6 +333,9 @@ async def group_messages(request: web.Request) -> web.Response:
 async def _stream_param_scope(
     request: web.Request, query: MessageListQuery
 ) -> MessageQuery:
+    tagged = _tag_scope(query)
+    if tagged is not None:
+        return tagged
     if query.stream_id is None:
         return MessageQuery(stream="company")
     async with pool_of(request).acquire() as conn:
@@ -325,7 +347,8 @@ async def user_messages(request: web.Request) -> web.Response:
     query = await _list_query(request)
     user = await access_user(pool_of(request), viewer_of(request), path_id(request, "user_id"))
     scope = await _stream_param_scope(request, query)
-    return await _respond_with(request, query, scope, {"author_id": user["id"]})
+    return await _respond_with(request, query, scope,
+                               _author_filters(query, author_id=user["id"]))
 
 
 async def external_system_messages(request: web.Request) -> web.Response:
@@ -334,7 +357,8 @@ async def external_system_messages(request: web.Request) -> web.Response:
     query = await _list_query(request)
     system_id = path_id(request, "external_system_id")
     scope = await _stream_param_scope(request, query)
-    return await _respond_with(request, query, scope, {"external_system_id": system_id})
+    return await _respond_with(request, query, scope,
+                               _author_filters(query, external_system_id=system_id))
 
 
 async def search_messages(request: web.Request) -> web.Response:

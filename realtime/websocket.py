@@ -80,6 +80,21 @@ class RealtimeSettings:
     """Largest frame a client may send (it only ever sends pings)."""
 
 
+def joined_only(replay: list[Event], own_channel: str) -> list[Event]:
+    """The replay without what a channel carried before the user was subscribed to it in the
+    replayed range (their latest subscription counts): someone added to a conversation while
+    away gets none of its earlier events, such as a one-to-one conversation's past
+    (decisions.md); REST shows them what they may see."""
+    joined: dict[str, int] = {}
+    for event in replay:
+        if event.name == CONTROL_EVENT and event.channel == own_channel:
+            for channel in event.data.get("subscribe", ()):
+                joined[channel] = event.id
+    if not joined:
+        return replay
+    return [e for e in replay if e.id > joined.get(e.channel, 0)]
+
+
 def parse_since(request: web.BaseRequest) -> int | None:
     """`?since=<id>` or the `Last-Event-ID` header; ValueError when present but not an id."""
     raw = request.query.get("since") or request.headers.get("Last-Event-ID")
@@ -232,7 +247,7 @@ class RealtimeConnection:
             await ws.send_frame(RESET_FRAME, WSMsgType.TEXT)
         # Sent directly, flow-controlled: a long replay waits for the client instead of
         # overflowing the live queue. Controls in this range are already in `channels`.
-        for event in replay:
+        for event in joined_only(replay, user_channel(self.user_id)):
             if event.name != CONTROL_EVENT:
                 await ws.send_frame(encode_frame(event), WSMsgType.TEXT)
         self._floor = start

@@ -296,9 +296,12 @@ async def stream_messages(request: web.Request) -> web.Response:
     stream_id = path_id(request, "stream_id")
     async with pool_of(request).acquire() as conn:
         stream = await access_stream(conn, viewer, stream_id)
-        if page_of(await read_params(request)).page == 1:
+        if query.tag is None and page_of(await read_params(request)).page == 1:
             await stream_storage.mark_read(conn, viewer.community_id, viewer.id, stream["id"])
-    return await _respond_with(request, query, query_of_stream(stream), _narrowing(query))
+    # `tag` overrides stream_id (interface.md), the path's too: the stream must still be one
+    # the viewer has, and is then not marked read
+    scope = MessageQuery(stream="company") if query.tag is not None else query_of_stream(stream)
+    return await _respond_with(request, query, scope, _narrowing(query))
 
 
 async def group_messages(request: web.Request) -> web.Response:
@@ -322,7 +325,7 @@ async def _stream_param_scope(
 ) -> MessageQuery:
     """The stream_id stream, else every message the viewer may read (an author's or a system's
     messages are theirs even when the system keeps out of the Company stream)."""
-    if query.stream_id is None:
+    if query.stream_id is None or query.tag is not None:  # tag overrides stream_id
         return MessageQuery()
     async with pool_of(request).acquire() as conn:
         return await _stream_query(conn, viewer_of(request), query.stream_id)

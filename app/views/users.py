@@ -10,7 +10,7 @@ from pydantic import BaseModel, BeforeValidator, Field
 from app import authentication
 from app.access import access_user
 from app.actions import users as actions
-from app.actions.attachments import store_avatar
+from app.actions.attachments import avatar_image, store_avatar
 from app.context import community_of, viewer_of
 from app.errors import NotFound
 from app.params import (
@@ -124,11 +124,24 @@ async def show_by_company_login(request: web.Request) -> web.Response:
     return json_response({"user": (await _render_rows(request, [row]))[0]})
 
 
+async def _profile_photo(request: web.Request) -> UploadedFile | None:
+    """`user[profile_photo][data]` sent as a multipart file, on create as on update."""
+    photo = ((await read_params(request)).get("user") or {}).get("profile_photo")
+    upload = photo.get("data") if isinstance(photo, dict) else None
+    return upload if isinstance(upload, UploadedFile) else None
+
+
 async def create_user(request: web.Request) -> web.Response:
     body = await parse(request, UserCreateBody)
+    upload = await _profile_photo(request)
+    if upload is not None:
+        avatar_image(upload)  # a bad photo is a 422 that creates nobody
     row = await actions.create_user(
         pool_of(request), request.app[PASSWORDS], viewer_of(request), body.user.to_fields()
     )
+    if upload is not None:
+        await store_avatar(pool_of(request), blobs_of(request), viewer_of(request), row["id"],
+                           upload)
     return created({"user": await _render_one(request, row["id"])})
 
 
@@ -147,9 +160,8 @@ async def update_user(request: web.Request) -> web.Response:
     if updated.session_epoch is not None and viewer.id == user_id:
         # the session that changed the password goes on; every other one has ended
         await authentication.keep_own_session(request, user_id, updated.session_epoch)
-    photo = ((await read_params(request)).get("user") or {}).get("profile_photo")
-    upload = photo.get("data") if isinstance(photo, dict) else None
-    if isinstance(upload, UploadedFile):
+    upload = await _profile_photo(request)
+    if upload is not None:
         await store_avatar(pool_of(request), blobs_of(request), viewer_of(request), user_id,
                            upload)
     return json_response({"user": await _render_one(request, user_id)})

@@ -235,6 +235,22 @@ def cmd_seed_demo(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_backfill_feed(args: argparse.Namespace, settings: Settings) -> int:
+    """Fill what migration 0012 added to existing rows, in batches (safe while serving)."""
+    from storage.feed_backfill import backfill
+
+    if args.batch < 1:
+        print("error: --batch must be at least 1", file=sys.stderr)
+        return 2
+    settings = resolve_database(settings)
+
+    async def run(pool: asyncpg.Pool) -> dict[str, int]:
+        return await backfill(pool, args.batch)
+
+    _print_json({"filled": asyncio.run(_with_pool(settings, run))})
+    return 0
+
+
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from app.worker import run_worker
 
@@ -297,6 +313,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--domain", default="localhost")
     p.add_argument("--users", type=int, default=25)
     p.set_defaults(func=cmd_seed_demo)
+
+    p = sub.add_parser("backfill-feed",
+                       help="fill the feed's copies of last_interacted_at on existing rows "
+                            "(migration 0012), in batches, while serving")
+    p.add_argument("--batch", type=int, default=5000, help="rows per transaction")
+    p.set_defaults(func=cmd_backfill_feed)
     return parser
 
 

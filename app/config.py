@@ -89,6 +89,8 @@ class Settings:
     head_timeout_seconds: float = 30.0
     max_connections: int = 10_000
     trust_forwarded: bool = False
+    # proxies in front of the app that append to X-Forwarded-For (app/proxy.py)
+    trusted_proxy_hops: int = 1
     log_level: str = "INFO"
     argon2: Argon2Settings = field(default_factory=Argon2Settings)
     s3: S3Settings | None = None
@@ -143,6 +145,7 @@ class Settings:
             head_timeout_seconds=float(_int(env, "COMMONS_HEAD_TIMEOUT_SECONDS", 30)),
             max_connections=_int(env, "COMMONS_MAX_CONNECTIONS", 10_000),
             trust_forwarded=_bool(env, "COMMONS_TRUST_FORWARDED", False),
+            trusted_proxy_hops=_int(env, "COMMONS_TRUSTED_PROXY_HOPS", 1),
             log_level=_str(env, "COMMONS_LOG_LEVEL") or "INFO",
             argon2=Argon2Settings(
                 time_cost=_int(env, "COMMONS_ARGON2_TIME_COST", 3),

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, get_args
 from urllib.parse import parse_qsl
 
 import orjson
@@ -21,6 +21,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, Va
 from app.errors import BadRequest, Invalid, NotFound, TooLarge, UnsupportedMediaType
 from app.uploads import UploadedFile as UploadedFile  # the views take it from here
 from app.uploads import read_multipart
+from app.xml_format import XML_TYPES, parse_xml
 
 PARAMS_KEY = web.RequestKey("params", dict)
 M = TypeVar("M", bound=BaseModel)
@@ -120,6 +121,8 @@ async def read_body(request: web.Request) -> dict[str, Any]:
             return data
         if ctype.startswith("multipart/"):
             return nest(await read_multipart(request))
+        if ctype in XML_TYPES or ctype.endswith("+xml"):
+            return parse_xml(await request.read())
         if ctype in _FORM_TYPES or ctype.startswith("text/plain"):
             raw = await request.read()
             try:
@@ -132,14 +135,75 @@ async def read_body(request: web.Request) -> dict[str, Any]:
     raise UnsupportedMediaType(f"Unsupported content type {ctype}")
 
 
+@dataclass(frozen=True, slots=True)
+class BodyRoot:
+    """The root key of a create or update (`message`, `comment`, ...) and the fields the
+    endpoint knows: at the top level of its body model and inside the root. Set per route by
+    the route table (app.routes), read here."""
+
+    name: str
+    top: frozenset[str]
+    nested: frozenset[str]
+
+    @classmethod
+    def of(cls, name: str, model: type[BaseModel]) -> BodyRoot:
+        def names(m: type[BaseModel]) -> set[str]:
+            out: set[str] = set()
+            for key, info in m.model_fields.items():
+                out.add(key)
+                if isinstance(info.alias, str):
+                    out.add(info.alias)
+            return out
+
+        nested: set[str] = set()
+        info = model.model_fields.get(name)
+        if info is not None:
+            candidates = [info.annotation, *get_args(info.annotation)]
+            for candidate in candidates:
+                if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                    nested = names(candidate)
+                    break
+        return cls(name, frozenset(names(model) - {name}), frozenset(nested))
+
+    def wrap(self, body: dict[str, Any]) -> dict[str, Any]:
+        """An unwrapped body (ActiveResource 4+, Rails ParamsWrapper) read as if wrapped in
+        the root key; its top-level keys stay too, as ParamsWrapper keeps them."""
+        if not body or self.name in body:
+            return body
+        return {**body, self.name: dict(body)}
+
+    def names_a_field(self, params: dict[str, Any]) -> bool:
+        if any(key in params for key in self.top):
+            return True
+        inner = params.get(self.name)
+        return isinstance(inner, dict) and any(key in inner for key in self.nested)
+
+
+BODY_ROOTS = web.AppKey("body_roots", dict[web.AbstractRoute, BodyRoot])
+
+
 async def read_params(request: web.Request) -> dict[str, Any]:
-    """Query string and body decoded and merged (body wins). Cached on the request."""
+    """Query string and body decoded and merged (body wins). Cached on the request.
+
+    On a create or update whose route names a root key, an unwrapped body is read as if
+    wrapped, and an unwrapped body naming no field the endpoint knows is a 422 (never a silent
+    200). A wrapped body (or none) is left to the model, which names the fields it misses."""
     cached = request.get(PARAMS_KEY)
     if cached is not None:
         return cached
     params = parse_query(request.rel_url.raw_query_string)
     if request.method not in ("GET", "HEAD"):
-        params = merge(params, await read_body(request))
+        body = await read_body(request)
+        root = request.app.get(BODY_ROOTS, {}).get(request.match_info.route)
+        unwrapped = root is not None and bool(body) and root.name not in body
+        if root is not None:
+            body = root.wrap(body)
+        params = merge(params, body)
+        if root is not None and unwrapped and not root.names_a_field(params):
+            raise Invalid(
+                f"The request names no field of {root.name.replace('_', ' ')}",
+                fields={root.name: ["names no known field"]},
+            )
     request[PARAMS_KEY] = params
     return params
 

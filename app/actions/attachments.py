@@ -358,6 +358,17 @@ async def prune_unclaimed(
 # --- profile photos --------------------------------------------------------------------------
 
 
+async def avatar_image(upload: UploadedFile) -> ImageInfo:
+    """What the upload holds if it can be an avatar; else 422 on `user[profile_photo][data]`
+    (checked before a user is created with it, so a bad photo creates nobody)."""
+    image = sniff(await upload.head(SNIFF_BYTES))
+    if image is None or not image.thumbnailable:
+        raise Invalid.field(
+            "user[profile_photo][data]", "must be a PNG, JPEG, GIF, WebP, BMP or TIFF image"
+        )
+    return image
+
+
 async def store_avatar(
     pool: asyncpg.Pool,
     blobs: BlobStore,
@@ -372,11 +383,7 @@ async def store_avatar(
     422 on `user[profile_photo][data]`."""
     require_self_or_admin(viewer, user_id)
     await access_user(pool, viewer, user_id)
-    image = sniff(await upload.head(SNIFF_BYTES))
-    if image is None or not image.thumbnailable:
-        raise Invalid.field(
-            "user[profile_photo][data]", "must be a PNG, JPEG, GIF, WebP, BMP or TIFF image"
-        )
+    image = await avatar_image(upload)
     key = new_storage_key(viewer.community_id)
     try:
         size = await blobs.put_stream(

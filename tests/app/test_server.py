@@ -45,12 +45,12 @@ async def serve() -> AsyncIterator[object]:
         await runner.cleanup()
 
 
-async def _exchange(port: int, data: bytes, timeout: float = 5) -> bytes:
+async def _exchange(port: int, data: bytes, wait: float = 5) -> bytes:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         writer.write(data)
         await writer.drain()
-        return await asyncio.wait_for(reader.read(), timeout)
+        return await asyncio.wait_for(reader.read(), wait)
     finally:
         writer.close()
 

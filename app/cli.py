@@ -18,6 +18,7 @@ import asyncpg
 import orjson
 from aiohttp import web
 
+from app import server
 from app.config import Settings
 from app.errors import ApiError
 from app.passwords import Passwords
@@ -108,8 +109,8 @@ def _serve_worker(settings: Settings, host: str, port: int, reuse_port: bool) ->
                         "%(levelname)s %(message)s")
     app = create_app(settings)
     app.on_startup.append(_freeze_startup_objects)
-    web.run_app(app, host=host, port=port, reuse_port=reuse_port,
-                access_log=None, print=None, handle_signals=True, loop=_event_loop())
+    # app.server: JSON parser errors, the connection cap and the head deadline
+    server.run(app, settings, host=host, port=port, reuse_port=reuse_port, loop=_event_loop())
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:

@@ -82,6 +82,12 @@ class Settings:
     credentials_cache_seconds: int = 300
     realtime_queue_frames: int = 1024
     realtime_heartbeat_seconds: float = 30.0
+    # bytes queued for one websocket (in the process and in its socket's send buffer) before
+    # a reader that does not keep up is cut
+    realtime_queue_bytes: int = 1024 * 1024
+    # deadline for a connection to send a whole request head; per-process connection cap
+    head_timeout_seconds: float = 30.0
+    max_connections: int = 10_000
     trust_forwarded: bool = False
     # proxies in front of the app that append to X-Forwarded-For (app/proxy.py)
     trusted_proxy_hops: int = 1
@@ -135,6 +141,9 @@ class Settings:
             credentials_cache_seconds=_int(env, "COMMONS_CREDENTIALS_CACHE_SECONDS", 300),
             realtime_queue_frames=_int(env, "COMMONS_REALTIME_QUEUE_FRAMES", 1024),
             realtime_heartbeat_seconds=float(_int(env, "COMMONS_REALTIME_HEARTBEAT_SECONDS", 30)),
+            realtime_queue_bytes=_int(env, "COMMONS_REALTIME_QUEUE_BYTES", 1024 * 1024),
+            head_timeout_seconds=float(_int(env, "COMMONS_HEAD_TIMEOUT_SECONDS", 30)),
+            max_connections=_int(env, "COMMONS_MAX_CONNECTIONS", 10_000),
             trust_forwarded=_bool(env, "COMMONS_TRUST_FORWARDED", False),
             trusted_proxy_hops=_int(env, "COMMONS_TRUSTED_PROXY_HOPS", 1),
             log_level=_str(env, "COMMONS_LOG_LEVEL") or "INFO",

@@ -21,6 +21,7 @@ from app.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from app.resources import BLOBS, COMMUNITIES, HUB, LIMITER, PASSWORDS, POOL, REDIS, SETTINGS
 from app.routes import add_routes
 from app.tenancy import CommunityResolver
+from app.uploads import uploads_middleware
 from app.xml_format import negotiation_middleware
 from realtime.hub import Hub, HubSettings, LocalHub, RedisHub
 from storage.blobs import open_blob_store
@@ -57,7 +58,8 @@ def create_app(
     app = web.Application(
         middlewares=[
             # negotiation first: it turns every JSON answer, errors included, into XML.
-            negotiation_middleware, errors_middleware, session_middleware(storage),
+            negotiation_middleware, errors_middleware,
+            uploads_middleware(settings.data_dir / "uploads"), session_middleware(storage),
             auth_middleware,
         ],
         client_max_size=settings.max_upload_bytes + 1024 * 1024,

@@ -15,10 +15,12 @@ from typing import Annotated, Any, TypeVar, get_args
 from urllib.parse import parse_qsl
 
 import orjson
-from aiohttp import BodyPartReader, web
+from aiohttp import web
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
 
 from app.errors import BadRequest, Invalid, NotFound, TooLarge, UnsupportedMediaType
+from app.uploads import UploadedFile as UploadedFile  # the views take it from here
+from app.uploads import read_multipart
 from app.xml_format import XML_TYPES, parse_xml
 
 PARAMS_KEY = web.RequestKey("params", dict)
@@ -27,15 +29,6 @@ M = TypeVar("M", bound=BaseModel)
 _KEY_RE = re.compile(r"^([^\[\]]+)((?:\[[^\[\]]*\])*)$")
 _FORM_TYPES = {"application/x-www-form-urlencoded", ""}
 MAX_DEPTH = 8
-
-
-@dataclass(frozen=True, slots=True)
-class UploadedFile:
-    """A file part of a multipart body, read into memory (bounded by client_max_size)."""
-
-    filename: str
-    content_type: str
-    data: bytes
 
 
 def _split_key(key: str) -> list[str]:
@@ -108,33 +101,6 @@ def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return base
 
 
-async def _read_multipart(request: web.Request) -> dict[str, Any]:
-    reader = await request.multipart()
-    pairs: list[tuple[str, Any]] = []
-    total = 0
-    limit = request.client_max_size  # bounds the whole body, not only each part
-    async for part in reader:
-        if not isinstance(part, BodyPartReader) or not part.name:
-            continue
-        chunks: list[bytes] = []
-        while chunk := await part.read_chunk():
-            total += len(chunk)
-            if total > limit:
-                raise TooLarge()
-            chunks.append(chunk)
-        data = part.decode(b"".join(chunks))
-        if part.filename is not None:
-            value: Any = UploadedFile(
-                filename=part.filename,
-                content_type=part.headers.get("Content-Type", "application/octet-stream"),
-                data=bytes(data),
-            )
-        else:
-            value = data.decode(part.get_charset(default="utf-8"), errors="replace")
-        pairs.append((part.name, value))
-    return nest(pairs)
-
-
 async def read_body(request: web.Request) -> dict[str, Any]:
     if not request.body_exists:
         return {}
@@ -154,7 +120,7 @@ async def read_body(request: web.Request) -> dict[str, Any]:
                 raise BadRequest("JSON body must be an object")
             return data
         if ctype.startswith("multipart/"):
-            return await _read_multipart(request)
+            return nest(await read_multipart(request))
         if ctype in XML_TYPES or ctype.endswith("+xml"):
             return parse_xml(await request.read())
         if ctype in _FORM_TYPES or ctype.startswith("text/plain"):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
@@ -71,8 +72,12 @@ class RealtimeSettings:
     """Websocket PING every `heartbeat` s; no PONG within half of it closes the socket."""
     max_queue_frames: int = 1024
     max_queue_bytes: int = 1 << 20
-    """Frames waiting for a socket beyond either bound close it (the kernel and asyncio buffers
-    in front of it add at most about 64 KiB)."""
+    """Frames waiting for a socket beyond either bound close it. Bytes count what waits in this
+    process: the queue and asyncio's write buffer of the socket."""
+    send_buffer_bytes: int = 64 * 1024
+    """SO_SNDBUF of each websocket: the kernel's buffer in front of a reader is this (Linux
+    doubles it), not the up to 4 MiB its autotuning grows to, which a reader that never reads
+    would otherwise fill before any bound here sees a byte."""
     replay_limit: int = 1000
     """More events than this to replay on resume: reset instead."""
     close_timeout: float = 5.0
@@ -142,6 +147,15 @@ async def serve_realtime(
     return ws
 
 
+def cap_send_buffer(transport: asyncio.BaseTransport | None, size: int) -> None:
+    """Fix the socket's kernel send buffer at `size` bytes (turning off its autotuning)."""
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None or size <= 0:
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
+
+
 class RealtimeConnection:
     """One prepared websocket and its subscriptions (a `realtime.hub.Subscriber`)."""
 
@@ -183,6 +197,7 @@ class RealtimeConnection:
         self._pool = pool
         self._settings = settings
         self._transport = transport
+        cap_send_buffer(transport, settings.send_buffer_bytes)
         self._queue: list[bytes] = []
         self._queued_frames = 0
         self._queued_bytes = 0
@@ -331,9 +346,13 @@ class RealtimeConnection:
         self._queued_frames += 1
         self._queued_bytes += len(frame)
         settings = self._settings
+        transport = self._transport
+        # what asyncio holds for the socket counts too: the fast path writes there directly
+        buffered = transport.get_write_buffer_size() if isinstance(
+            transport, asyncio.WriteTransport) else 0
         if (
             self._queued_frames > settings.max_queue_frames
-            or self._queued_bytes > settings.max_queue_bytes
+            or self._queued_bytes + buffered > settings.max_queue_bytes
         ):
             self.terminate(SLOW_READER_CLOSE_CODE, SLOW_READER_REASON)
         elif self._writer is None and self._setup is None:

@@ -26,15 +26,20 @@ from storage.events import MAX_ID
 
 
 @functools.lru_cache(maxsize=8)
-def _realtime_settings(heartbeat: float, queue_frames: int) -> RealtimeSettings:
+def _realtime_settings(
+    heartbeat: float, queue_frames: int, queue_bytes: int
+) -> RealtimeSettings:
     # One object shared by every socket of the process (each connection keeps a reference).
-    return RealtimeSettings(heartbeat=heartbeat, max_queue_frames=queue_frames)
+    return RealtimeSettings(
+        heartbeat=heartbeat, max_queue_frames=queue_frames, max_queue_bytes=queue_bytes
+    )
 
 
 def realtime_settings(settings: Settings) -> RealtimeSettings:
     """The websocket settings the app's configuration asks for."""
     return _realtime_settings(
-        float(settings.realtime_heartbeat_seconds), int(settings.realtime_queue_frames)
+        float(settings.realtime_heartbeat_seconds), int(settings.realtime_queue_frames),
+        int(settings.realtime_queue_bytes),
     )
 
 

@@ -135,7 +135,7 @@ async def create_user(request: web.Request) -> web.Response:
     body = await parse(request, UserCreateBody)
     upload = await _profile_photo(request)
     if upload is not None:
-        avatar_image(upload)  # a bad photo is a 422 that creates nobody
+        await avatar_image(upload)  # a bad photo is a 422 that creates nobody
     row = await actions.create_user(
         pool_of(request), request.app[PASSWORDS], viewer_of(request), body.user.to_fields()
     )

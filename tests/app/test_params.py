@@ -139,19 +139,19 @@ def test_parse_id_accepts_slugs() -> None:
 # --- read_params through a real HTTP request --------------------------------------------------
 
 
-def _plain(value: Any) -> Any:
+async def _plain(value: Any) -> Any:
     if isinstance(value, UploadedFile):
         return {"filename": value.filename, "content_type": value.content_type,
-                "data": value.data.decode()}
+                "data": (await value.read()).decode()}
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: await _plain(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [await _plain(v) for v in value]
     return value
 
 
 async def _echo(request: web.Request) -> web.Response:
-    return json_response(_plain(await read_params(request)))
+    return json_response(await _plain(await read_params(request)))
 
 
 async def _boom(request: web.Request) -> web.Response:

@@ -216,6 +216,13 @@ async def deactivate_absent(conn: asyncpg.Connection, community_id: int, keep_id
     return len(await conn.fetch(DEACTIVATE_ABSENT, community_id, keep_id))
 
 
+async def analyze_users(conn: asyncpg.Connection) -> None:
+    """Fresh planner statistics of users, counting the rows this transaction inserted: without
+    them a community that grows from a few users to 100,000 in one run has every batch's
+    lookup planned as a sequential scan (quadratic time)."""
+    await conn.execute("ANALYZE users")
+
+
 async def active_admins(conn: asyncpg.Connection, community_id: int) -> int:
     count: int = await conn.fetchval(ACTIVE_ADMINS, community_id)
     return count

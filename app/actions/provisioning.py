@@ -189,6 +189,7 @@ class Provisioning:
         self.report = Report()
         self.fields: dict[str, int] | None = None
         self.files = 0
+        self.analyze_at = BATCH  # created users at which statistics are next refreshed
 
     async def start(self) -> None:
         await storage.begin(self.conn, self.community_id)
@@ -428,6 +429,9 @@ class Provisioning:
         ids = await storage.insert_many(conn, community_id, rows)
         await storage.mark_seen(conn, list(ids.values()))
         self.report.created += len(ids)
+        if self.report.created >= self.analyze_at:  # at 1, 2, 4, 8... thousand users
+            await storage.analyze_users(conn)
+            self.analyze_at *= 2
         fields = await self._field_ids(entries)
         upserts = [
             (ids[e.email.lower()], fid, v)

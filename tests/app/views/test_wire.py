@@ -207,3 +207,18 @@ async def test_login_on_the_central_host_lists_every_matching_community(world: W
     # a community's own host answers only that community
     own = await in_acme.api.post("/api/authentication")
     assert [c["domain"] for c in own.json["communities"]] == [acme.community.domain]
+
+
+async def test_a_server_without_the_provision_route_answers_404_for_it() -> None:
+    from aiohttp import web
+    from aiohttp.test_utils import make_mocked_request
+
+    from app.routes import ROUTES, add_routes
+
+    app = web.Application()
+    add_routes(app, [r for r in ROUTES if r.path != "/api/users/provision"])
+    for method in ("POST", "GET", "PUT"):
+        match = await app.router.resolve(make_mocked_request(method, "/api/users/provision"))
+        assert isinstance(match.http_exception, web.HTTPNotFound), method
+    found = await app.router.resolve(make_mocked_request("PUT", "/api/users/12-pat.xml"))
+    assert found.get("user_id") == "12-pat" and found.get("_ext") == ".xml"

@@ -4,11 +4,18 @@ Each round claims a batch of due jobs (push/jobs.py: SKIP LOCKED, with a lease, 
 the same statement), skips those no longer wanted, sends the rest with at most `concurrency`
 requests in flight, and then settles the batch in a few statements:
 
-* sent, dropped, not wanted any more, or given up (too many attempts, or older than `max_age`:
-  a push about something from yesterday is noise): the job is deleted;
-* a temporary failure: tried again after an exponential backoff with jitter (base * 2^(n-1),
-  at most `backoff_max`, never sooner than the provider's Retry-After);
+* sent, dropped, not wanted any more, or given up (older than `give_up`, 24 h by default:
+  Synapse's pusher schedule; a push about something from yesterday is noise): the job is
+  deleted (a badge update is kept for a while: see push/jobs.py `settle_badges`);
+* a temporary failure: tried again after an exponential backoff with jitter
+  (backoff_min * 2^(n-1), from 1 s to at most `backoff_max`, 1 h; never sooner than the
+  provider's Retry-After), unless that would be past `give_up`;
 * the token was rejected: the device is deleted, and with it every job still queued for it.
+
+Delivery is at least once: a worker killed after a send but before settling its batch leaves
+those jobs to be claimed again when their lease ends, and they are sent again. A re-send
+carries the same push id (APNs apns-id) and collapse id / tag as the first, so the device
+replaces the first rather than showing two; at most `concurrency` sends are ever in flight.
 
 Workers wake up on NOTIFY commons_push (sent by `enqueue` at commit) and otherwise poll every
 `idle_poll` seconds, which is also when retries come due.
@@ -42,15 +49,19 @@ PLATFORMS = ("apns", "fcm")
 
 @dataclass(frozen=True)
 class WorkerSettings:
+    """PUSH_* settings (README)."""
+
     batch_size: int = 100
-    concurrency: int = 16
-    lease: float = 120.0
-    """Seconds a claimed job stays invisible to other workers while it is being sent."""
-    max_attempts: int = 8
-    backoff_base: float = 15.0
+    concurrency: int = 32
+    lease: float = 60.0
+    """Seconds a claimed job stays invisible to other workers while it is being sent (longer
+    than a send can take: requests time out after 15 s)."""
+    backoff_min: float = 1.0
     backoff_max: float = 3600.0
-    max_age: float = 24 * 3600.0
+    give_up: float = 24 * 3600.0
     idle_poll: float = 5.0
+    badge_interval: float = 5.0
+    """At most one silent badge update per device per this many seconds."""
 
 
 @dataclass
@@ -83,9 +94,9 @@ def backoff(
     rng: Callable[[], float] = random.random,
 ) -> float:
     """Seconds until the next attempt after `attempts` failed ones."""
-    delay = min(settings.backoff_max, settings.backoff_base * 2 ** min(max(attempts - 1, 0), 30))
+    delay = min(settings.backoff_max, settings.backoff_min * 2 ** min(max(attempts - 1, 0), 30))
     delay *= 0.5 + rng() / 2  # jitter, so failed batches do not come back in lockstep
-    return max(delay, retry_after or 0.0)
+    return max(delay, settings.backoff_min, retry_after or 0.0)
 
 
 class PushWorker:
@@ -153,15 +164,20 @@ class PushWorker:
         settings = self._settings
         now = datetime.now(UTC)
         done: list[int] = []
+        badges: list[tuple[int, int, bool]] = []
         retries: list[tuple[int, float, str]] = []
         rejected: list[int] = []
         to_send: list[Claimed] = []
         for job in batch:
             if not job.wanted:
-                done.append(job.id)
+                if job.kind == "badge":
+                    badges.append((job.id, job.seq, False))
+                else:
+                    done.append(job.id)
                 stats.skipped += 1
                 stats.outcomes.append((job.id, "skipped"))
-            elif (now - job.created_at).total_seconds() > settings.max_age:
+            elif (job.kind != "badge"  # a badge job is reused, read after read
+                  and (now - job.created_at).total_seconds() > settings.give_up):
                 done.append(job.id)
                 stats.gave_up += 1
                 stats.outcomes.append((job.id, "gave_up"))
@@ -182,7 +198,10 @@ class PushWorker:
         for job, result in zip(to_send, results, strict=True):
             label = result.outcome.value
             if result.outcome is Outcome.SENT:
-                done.append(job.id)
+                if job.kind == "badge":
+                    badges.append((job.id, job.seq, True))
+                else:
+                    done.append(job.id)
                 stats.sent += 1
             elif result.outcome is Outcome.DROP:
                 done.append(job.id)
@@ -192,19 +211,21 @@ class PushWorker:
                 rejected.append(job.device_id)
                 done.append(job.id)
                 stats.rejected += 1
-            elif job.attempts >= settings.max_attempts:
-                done.append(job.id)
-                stats.gave_up += 1
-                label = "gave_up"
-                log.warning("push job %d given up after %d attempts: %s", job.id, job.attempts,
-                            result.detail)
             else:
                 delay = backoff(settings, job.attempts, result.retry_after, self._rng)
-                retries.append((job.id, delay, result.detail or "retry"))
-                stats.retried += 1
+                if (now - job.created_at).total_seconds() + delay > settings.give_up:
+                    done.append(job.id)
+                    stats.gave_up += 1
+                    label = "gave_up"
+                    log.warning("push job %d given up after %d attempts: %s", job.id,
+                                job.attempts, result.detail)
+                else:
+                    retries.append((job.id, delay, result.detail or "retry"))
+                    stats.retried += 1
             stats.outcomes.append((job.id, label))
         async with self._pool.acquire() as conn, conn.transaction():
             await jobs.complete(conn, done)
+            await jobs.settle_badges(conn, badges, timedelta(seconds=settings.badge_interval))
             await jobs.retry(conn, retries)
             await client_devices.delete_by_ids(conn, rejected)
         return stats

@@ -218,3 +218,24 @@ async def test_commons_worker_pushes_through_the_proxy(
     assert got.payload["aps"]["alert"] == {"title": "Ann Lee", "body": "hello over HTTP/2"}
     assert got.payload["aps"]["thread-id"] == f"conversation:{conversation['id']}"
     assert got.payload["aps"]["badge"] == 1
+
+
+async def test_a_read_sends_a_silent_badge_update_through_apns(
+    world: World, apple: Apple, provider: ApnsProvider
+) -> None:
+    ann, bob = await people(world)
+    await register(bob, DEVICE)
+    await mention(ann, bob)
+    await mention(ann, bob)
+    worker = make_worker(world, provider)
+    assert (await worker.run_once()).sent == 2
+    note = (await bob.api.get("/api/notifications")).json["notifications"][0]
+    assert (await bob.api.post(f"/api/notifications/{note['id']}/read")).status == 204
+    assert (await worker.run_once()).sent == 1
+    got = apple.fake.received[-1]
+    assert got.headers["apns-push-type"] == "background"
+    assert got.headers["apns-priority"] == "5"  # what Apple requires of background pushes
+    assert "apns-collapse-id" not in got.headers
+    assert got.payload == {"type": "badge", "aps": {"content-available": 1, "badge": 1}}
+    unread = (await bob.api.get("/api/notifications")).json["unread_notifications_count"]
+    assert unread == 1

@@ -15,7 +15,9 @@ requests in flight, and then settles the batch in a few statements:
 Delivery is at least once: a worker killed after a send but before settling its batch leaves
 those jobs to be claimed again when their lease ends, and they are sent again. A re-send
 carries the same push id (APNs apns-id) and collapse id / tag as the first, so the device
-replaces the first rather than showing two; at most `concurrency` sends are ever in flight.
+replaces the first rather than showing two. Results are settled as they come in (group
+commit), so what a killed worker leaves to be sent again is what was in flight (at most
+`concurrency`) plus what was being settled.
 
 Workers wake up on NOTIFY commons_push (sent by `enqueue` at commit) and otherwise poll every
 `idle_poll` seconds, which is also when retries come due.
@@ -160,75 +162,117 @@ class PushWorker:
                 await _wait_any(stop, stop, self._settings.idle_poll)
 
     async def _deliver(self, batch: Sequence[Claimed]) -> Stats:
+        """Send a batch, settling results as they come (group commit: whatever finished while
+        the previous settlement was being written goes in the next one), so that a worker
+        killed mid-batch leaves few sent-but-unsettled jobs to be sent again."""
         stats = Stats()
         settings = self._settings
         now = datetime.now(UTC)
-        done: list[int] = []
-        badges: list[tuple[int, int, bool]] = []
-        retries: list[tuple[int, float, str]] = []
-        rejected: list[int] = []
+        pending = _Settlement()
         to_send: list[Claimed] = []
         for job in batch:
             if not job.wanted:
                 if job.kind == "badge":
-                    badges.append((job.id, job.seq, False))
+                    pending.badges.append((job.id, job.seq, False))
                 else:
-                    done.append(job.id)
+                    pending.done.append(job.id)
                 stats.skipped += 1
                 stats.outcomes.append((job.id, "skipped"))
             elif (job.kind != "badge"  # a badge job is reused, read after read
                   and (now - job.created_at).total_seconds() > settings.give_up):
-                done.append(job.id)
+                pending.done.append(job.id)
                 stats.gave_up += 1
                 stats.outcomes.append((job.id, "gave_up"))
             else:
                 to_send.append(job)
         limit = asyncio.Semaphore(settings.concurrency)
+        ready = asyncio.Event()
+        ready.set()
+        remaining = len(to_send)
 
-        async def send(job: Claimed) -> SendResult:
+        async def send(job: Claimed) -> None:
+            nonlocal remaining
             async with limit:
                 provider = self._providers[job.platform]
                 try:
-                    return await provider.send(job.registration_id, job.message)
+                    result = await provider.send(job.registration_id, job.message)
                 except Exception as exc:  # a provider bug must not lose the batch
                     log.exception("push provider %s failed", provider.name)
-                    return SendResult(Outcome.RETRY, f"provider error: {exc!r}")
+                    result = SendResult(Outcome.RETRY, f"provider error: {exc!r}")
+            self._record(job, result, now, pending, stats)
+            remaining -= 1
+            ready.set()
 
-        results = await asyncio.gather(*(send(job) for job in to_send))
-        for job, result in zip(to_send, results, strict=True):
-            label = result.outcome.value
-            if result.outcome is Outcome.SENT:
-                if job.kind == "badge":
-                    badges.append((job.id, job.seq, True))
-                else:
-                    done.append(job.id)
-                stats.sent += 1
-            elif result.outcome is Outcome.DROP:
-                done.append(job.id)
-                stats.dropped += 1
-                log.warning("push job %d dropped: %s", job.id, result.detail)
-            elif result.outcome is Outcome.TOKEN_REJECTED:
-                rejected.append(job.device_id)
-                done.append(job.id)
-                stats.rejected += 1
-            else:
-                delay = backoff(settings, job.attempts, result.retry_after, self._rng)
-                if (now - job.created_at).total_seconds() + delay > settings.give_up:
-                    done.append(job.id)
-                    stats.gave_up += 1
-                    label = "gave_up"
-                    log.warning("push job %d given up after %d attempts: %s", job.id,
-                                job.attempts, result.detail)
-                else:
-                    retries.append((job.id, delay, result.detail or "retry"))
-                    stats.retried += 1
-            stats.outcomes.append((job.id, label))
-        async with self._pool.acquire() as conn, conn.transaction():
-            await jobs.complete(conn, done)
-            await jobs.settle_badges(conn, badges, timedelta(seconds=settings.badge_interval))
-            await jobs.retry(conn, retries)
-            await client_devices.delete_by_ids(conn, rejected)
+        async def settle() -> None:
+            nonlocal pending
+            while True:
+                await ready.wait()
+                ready.clear()
+                if pending:
+                    taken, pending = pending, _Settlement()
+                    await self._settle(taken)
+                if remaining == 0 and not pending:
+                    return
+
+        sends = [asyncio.create_task(send(job)) for job in to_send]
+        try:
+            await settle()
+        finally:
+            for task in sends:
+                task.cancel()
         return stats
+
+    def _record(self, job: Claimed, result: SendResult, now: datetime, pending: _Settlement,
+                stats: Stats) -> None:
+        settings = self._settings
+        label = result.outcome.value
+        if result.outcome is Outcome.SENT:
+            if job.kind == "badge":
+                pending.badges.append((job.id, job.seq, True))
+            else:
+                pending.done.append(job.id)
+            stats.sent += 1
+        elif result.outcome is Outcome.DROP:
+            pending.done.append(job.id)
+            stats.dropped += 1
+            log.warning("push job %d dropped: %s", job.id, result.detail)
+        elif result.outcome is Outcome.TOKEN_REJECTED:
+            pending.rejected.append(job.device_id)
+            pending.done.append(job.id)
+            stats.rejected += 1
+        else:
+            delay = backoff(settings, job.attempts, result.retry_after, self._rng)
+            if (now - job.created_at).total_seconds() + delay > settings.give_up:
+                pending.done.append(job.id)
+                stats.gave_up += 1
+                label = "gave_up"
+                log.warning("push job %d given up after %d attempts: %s", job.id,
+                            job.attempts, result.detail)
+            else:
+                pending.retries.append((job.id, delay, result.detail or "retry"))
+                stats.retried += 1
+        stats.outcomes.append((job.id, label))
+
+    async def _settle(self, taken: _Settlement) -> None:
+        interval = timedelta(seconds=self._settings.badge_interval)
+        async with self._pool.acquire() as conn, conn.transaction():
+            await jobs.complete(conn, taken.done)
+            await jobs.settle_badges(conn, taken.badges, interval)
+            await jobs.retry(conn, taken.retries)
+            await client_devices.delete_by_ids(conn, taken.rejected)
+
+
+@dataclass
+class _Settlement:
+    """What to write about jobs handled (see PushWorker._deliver)."""
+
+    done: list[int] = field(default_factory=list)
+    badges: list[tuple[int, int, bool]] = field(default_factory=list)
+    retries: list[tuple[int, float, str]] = field(default_factory=list)
+    rejected: list[int] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.done or self.badges or self.retries or self.rejected)
 
 
 async def _wait_any(first: asyncio.Event, second: asyncio.Event, seconds: float) -> None:

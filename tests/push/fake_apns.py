@@ -112,6 +112,8 @@ class FakeApns:
     record: bool = True
     """Keep `received` (benchmarks only count)."""
     count: int = 0
+    delay: float = 0.0
+    """Seconds before each answer (answers then come concurrently, as from APNs)."""
     port: int = 0
     connections: int = 0
     _server: asyncio.Server | None = None
@@ -168,6 +170,30 @@ class FakeApns:
             return queue.pop(0)
         return Answer(200)
 
+    def _reply(self, conn: h2.connection.H2Connection, stream_id: int,
+               headers: dict[str, str], answer: Answer) -> None:
+        self.answered.append((headers.get(":path", "").rsplit("/", 1)[-1], answer.status))
+        out = [(":status", str(answer.status)), ("apns-id", headers.get("apns-id", "")),
+               *answer.headers.items()]
+        if answer.reason is None:
+            conn.send_headers(stream_id, out, end_stream=True)
+        else:
+            reply = orjson.dumps({"reason": answer.reason, "timestamp": int(time.time() * 1000)})
+            conn.send_headers(stream_id, [*out, ("content-type", "application/json")])
+            conn.send_data(stream_id, reply, end_stream=True)
+
+    async def _reply_later(self, conn: h2.connection.H2Connection,
+                           writer: asyncio.StreamWriter, stream_id: int,
+                           headers: dict[str, str], answer: Answer) -> None:
+        await asyncio.sleep(self.delay)
+        if writer.is_closing():
+            return  # the client is gone (killed) before hearing the answer
+        try:
+            self._reply(conn, stream_id, headers, answer)
+            writer.write(conn.data_to_send())
+        except (OSError, h2.exceptions.ProtocolError):
+            pass
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         conn = h2.connection.H2Connection(
@@ -175,6 +201,7 @@ class FakeApns:
         conn.initiate_connection()
         writer.write(conn.data_to_send())
         requests: dict[int, tuple[dict[str, str], bytearray]] = {}
+        pending: set[asyncio.Task[None]] = set()
         try:
             while True:
                 data = await reader.read(65536)
@@ -190,20 +217,16 @@ class FakeApns:
                                                        event.stream_id)
                     elif isinstance(event, h2.events.StreamEnded):
                         headers, body = requests.pop(event.stream_id)
+                        # taken (and recorded) on arrival, answered after `delay`: a client
+                        # that dies meanwhile never learns that the push went out
                         answer = self._answer(headers, bytes(body))
-                        self.answered.append((headers.get(":path", "").rsplit("/", 1)[-1],
-                                              answer.status))
-                        out = [(":status", str(answer.status)),
-                               ("apns-id", headers.get("apns-id", "")),
-                               *answer.headers.items()]
-                        if answer.reason is None:
-                            conn.send_headers(event.stream_id, out, end_stream=True)
+                        if self.delay:
+                            task = asyncio.create_task(
+                                self._reply_later(conn, writer, event.stream_id, headers, answer))
+                            pending.add(task)
+                            task.add_done_callback(pending.discard)
                         else:
-                            reply = orjson.dumps({"reason": answer.reason,
-                                                  "timestamp": int(time.time() * 1000)})
-                            conn.send_headers(event.stream_id,
-                                              [*out, ("content-type", "application/json")])
-                            conn.send_data(event.stream_id, reply, end_stream=True)
+                            self._reply(conn, event.stream_id, headers, answer)
                 writer.write(conn.data_to_send())
         except (OSError, h2.exceptions.ProtocolError, asyncio.IncompleteReadError):
             pass
@@ -232,6 +255,30 @@ class ConnectProxy:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+
+    def _reply(self, conn: h2.connection.H2Connection, stream_id: int,
+               headers: dict[str, str], answer: Answer) -> None:
+        self.answered.append((headers.get(":path", "").rsplit("/", 1)[-1], answer.status))
+        out = [(":status", str(answer.status)), ("apns-id", headers.get("apns-id", "")),
+               *answer.headers.items()]
+        if answer.reason is None:
+            conn.send_headers(stream_id, out, end_stream=True)
+        else:
+            reply = orjson.dumps({"reason": answer.reason, "timestamp": int(time.time() * 1000)})
+            conn.send_headers(stream_id, [*out, ("content-type", "application/json")])
+            conn.send_data(stream_id, reply, end_stream=True)
+
+    async def _reply_later(self, conn: h2.connection.H2Connection,
+                           writer: asyncio.StreamWriter, stream_id: int,
+                           headers: dict[str, str], answer: Answer) -> None:
+        await asyncio.sleep(self.delay)
+        if writer.is_closing():
+            return  # the client is gone (killed) before hearing the answer
+        try:
+            self._reply(conn, stream_id, headers, answer)
+            writer.write(conn.data_to_send())
+        except (OSError, h2.exceptions.ProtocolError):
+            pass
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

@@ -97,6 +97,8 @@ class Settings:
     realtime_queue_frames: int = 1024
     realtime_heartbeat_seconds: float = 30.0
     trust_forwarded: bool = False
+    # proxies in front of the app that append to X-Forwarded-For (app/proxy.py)
+    trusted_proxy_hops: int = 1
     log_level: str = "INFO"
     argon2: Argon2Settings = field(default_factory=Argon2Settings)
     s3: S3Settings | None = None
@@ -150,6 +152,7 @@ class Settings:
             realtime_queue_frames=_int(env, "COMMONS_REALTIME_QUEUE_FRAMES", 1024),
             realtime_heartbeat_seconds=float(_int(env, "COMMONS_REALTIME_HEARTBEAT_SECONDS", 30)),
             trust_forwarded=_bool(env, "COMMONS_TRUST_FORWARDED", False),
+            trusted_proxy_hops=_int(env, "COMMONS_TRUSTED_PROXY_HOPS", 1),
             log_level=_str(env, "COMMONS_LOG_LEVEL") or "INFO",
             argon2=Argon2Settings(
                 time_cost=_int(env, "COMMONS_ARGON2_TIME_COST", 3),

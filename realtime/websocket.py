@@ -55,6 +55,16 @@ SLOW_READER_REASON = "too slow; reconnect with since"
 ChannelLoader = Callable[[], Awaitable[Iterable[str]]]
 
 
+class Refused(Exception):
+    """Raised by a ChannelLoader: the user may no longer have this socket (e.g. deactivated
+    while it was being set up); it closes with `code`."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
 @dataclass(frozen=True, slots=True)
 class RealtimeSettings:
     heartbeat: float = 30.0
@@ -68,6 +78,21 @@ class RealtimeSettings:
     close_timeout: float = 5.0
     max_message_bytes: int = 4096
     """Largest frame a client may send (it only ever sends pings)."""
+
+
+def joined_only(replay: list[Event], own_channel: str) -> list[Event]:
+    """The replay without what a channel carried before the user was subscribed to it in the
+    replayed range (their latest subscription counts): someone added to a conversation while
+    away gets none of its earlier events, such as a one-to-one conversation's past
+    (decisions.md); REST shows them what they may see."""
+    joined: dict[str, int] = {}
+    for event in replay:
+        if event.name == CONTROL_EVENT and event.channel == own_channel:
+            for channel in event.data.get("subscribe", ()):
+                joined[channel] = event.id
+    if not joined:
+        return replay
+    return [e for e in replay if e.id > joined.get(e.channel, 0)]
 
 
 def parse_since(request: web.BaseRequest) -> int | None:
@@ -186,6 +211,8 @@ class RealtimeConnection:
             await self._read()
         except ConnectionError:
             pass  # the peer went away mid-setup
+        except Refused as refused:
+            self.terminate(refused.code, refused.reason)
         except Exception:
             log.exception("realtime: socket of user %s failed", self.user_id)
             self.terminate(WSCloseCode.INTERNAL_ERROR, "internal error")
@@ -220,7 +247,7 @@ class RealtimeConnection:
             await ws.send_frame(RESET_FRAME, WSMsgType.TEXT)
         # Sent directly, flow-controlled: a long replay waits for the client instead of
         # overflowing the live queue. Controls in this range are already in `channels`.
-        for event in replay:
+        for event in joined_only(replay, user_channel(self.user_id)):
             if event.name != CONTROL_EVENT:
                 await ws.send_frame(encode_frame(event), WSMsgType.TEXT)
         self._floor = start
@@ -290,6 +317,10 @@ class RealtimeConnection:
         self._push(event.frame)
 
     def _apply_control(self, event: EncodedEvent) -> None:
+        close = event.close_code()
+        if close is not None:
+            self.terminate(*close)  # the user was deactivated or changed their password
+            return
         subscribe, unsubscribe = event.control()
         own = user_channel(self.user_id)
         self._hub.unsubscribe(self, [c for c in unsubscribe if c != own])

@@ -359,6 +359,17 @@ async def prune_unclaimed(
 # --- profile photos --------------------------------------------------------------------------
 
 
+def avatar_image(upload: UploadedFile) -> ImageInfo:
+    """What the upload holds if it can be an avatar; else 422 on `user[profile_photo][data]`
+    (checked before a user is created with it, so a bad photo creates nobody)."""
+    image = sniff(upload.data[:SNIFF_BYTES])
+    if image is None or not image.thumbnailable:
+        raise Invalid.field(
+            "user[profile_photo][data]", "must be a PNG, JPEG, GIF, WebP, BMP or TIFF image"
+        )
+    return image
+
+
 async def store_avatar(
     pool: asyncpg.Pool, blobs: BlobStore, viewer: Viewer, user_id: int, upload: UploadedFile
 ) -> int:
@@ -367,11 +378,7 @@ async def store_avatar(
     422 on `user[profile_photo][data]`."""
     require_self_or_admin(viewer, user_id)
     await access_user(pool, viewer, user_id)
-    image = sniff(upload.data[:SNIFF_BYTES])
-    if image is None or not image.thumbnailable:
-        raise Invalid.field(
-            "user[profile_photo][data]", "must be a PNG, JPEG, GIF, WebP, BMP or TIFF image"
-        )
+    image = avatar_image(upload)
     key = new_storage_key(viewer.community_id)
     await blobs.put_bytes(key, upload.data, content_type=image.content_type)
     try:

@@ -11,6 +11,7 @@ from app.context import Viewer, community_of, viewer_of
 from app.errors import Unauthorized
 from app.middleware import public
 from app.params import parse
+from app.render.community import community_summary
 from app.resources import pool_of
 from app.responses import json_response
 from storage import users
@@ -51,5 +52,8 @@ async def userinfo(request: web.Request) -> web.Response:
     pool = pool_of(request)
     full = await users.full_by_id(pool, viewer.community_id, viewer.id, viewer.id)
     assert full is not None
-    user = (await full_users(pool, viewer, [full], community_of(request).base_url))[0]
+    community = community_of(request)
+    user = (await full_users(pool, viewer, [full], community.base_url))[0]
+    # The original command-line client's sync_photos reads user.community.
+    user["community"] = community_summary(community)
     return json_response({"user": user})

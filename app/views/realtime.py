@@ -19,7 +19,8 @@ from app.config import Settings
 from app.context import viewer_of
 from app.errors import BadRequest
 from app.resources import hub_of, pool_of, settings_of
-from realtime.websocket import RealtimeSettings, parse_since, serve_realtime
+from realtime.events import CLOSE_DEACTIVATED
+from realtime.websocket import RealtimeSettings, Refused, parse_since, serve_realtime
 from storage import realtime_channels
 from storage.events import MAX_ID
 
@@ -60,7 +61,12 @@ async def realtime(request: web.Request) -> web.StreamResponse:
     community_id, user_id = viewer.community_id, viewer.id
 
     async def load_channels() -> list[str]:
-        return await realtime_channels.channels_of_user(pool, community_id, user_id)
+        # Read after the socket has its place in the event stream: a deactivation committed
+        # before is seen here, one committed after arrives as its close event.
+        channels = await realtime_channels.channels_if_active(pool, community_id, user_id)
+        if channels is None:
+            raise Refused(CLOSE_DEACTIVATED, "deactivated")
+        return channels
 
     return await serve_realtime(
         request,

@@ -331,3 +331,22 @@ def test_parse_since() -> None:
     for bad in ("/rt?since=abc", "/rt?since=-1"):
         with pytest.raises(ValueError):
             parse_since(make_mocked_request("GET", bad))
+
+
+def test_replay_leaves_out_what_a_channel_carried_before_joining_it() -> None:
+    """Added to a one-to-one conversation while away: its earlier remarks are not replayed."""
+    from realtime.events import CONTROL_EVENT, Event
+    from realtime.websocket import joined_only
+
+    def ev(i: int, channel: str, name: str = "remark.created", **data: object) -> Event:
+        return Event(i, 1, channel, name, dict(data))
+
+    replay = [
+        ev(1, "conversation:5", text="just us"),
+        ev(2, "user:7", name="notification.created"),
+        ev(3, "user:7", name=CONTROL_EVENT, subscribe=["conversation:5"], unsubscribe=[]),
+        ev(4, "conversation:5", name="conversation.member_added"),
+        ev(5, "conversation:9", text="an old channel of theirs"),
+    ]
+    assert [e.id for e in joined_only(replay, "user:7")] == [2, 3, 4, 5]
+    assert joined_only(replay[:2], "user:7") == replay[:2]

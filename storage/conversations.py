@@ -29,7 +29,6 @@ UNREAD_OF_MEMBER = """
 """
 
 
-
 def unread_remarks_of(community: str, user: str) -> str:
     """All of the user's unread remarks (the sum of UNREAD_OF_MEMBER over the conversations
     they are in), as an SQL expression over two SQL expressions."""

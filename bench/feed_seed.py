@@ -135,7 +135,7 @@ FROM (
            i % 50000 = 25000 AS announcement,
            i IN (25000, 75000) AS sticky,
            now() - interval '365 days' * (1 - i::float8 / {messages}) AS at
-    FROM generate_series(1, {messages}) i
+    FROM generate_series(1::bigint, {messages}) i
 ) x
 JOIN su ON su.n = x.author
 LEFT JOIN sg ON sg.n = x.g

@@ -258,8 +258,20 @@ class RedisProcess:
         """Crash it: SIGKILL, no shutdown."""
         self._end(signal.SIGKILL, 5)
 
+    def freeze(self) -> None:
+        """Hang it (SIGSTOP): connections stay open and the kernel still accepts new ones, but
+        nothing is ever answered, as with a stalled server or a black-holed network."""
+        assert self._process is not None and self._process.poll() is None, "not running"
+        self._process.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """Undo freeze (SIGCONT)."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.send_signal(signal.SIGCONT)
+
     def close(self) -> None:
         """Stop it for good and remove its directory."""
+        self.thaw()  # a stopped process ignores SIGTERM until continued (SIGKILL works anyway)
         self.kill()
         shutil.rmtree(self._workdir, ignore_errors=True)
 

@@ -64,8 +64,10 @@ async def create_pool(
         if observer is not None:
             conn.add_query_logger(lambda q: observer(q.query))
 
+    # min_size=0: asyncpg would otherwise keep reconnecting to restore a floor of connections
+    # while PostgreSQL is away, logging a traceback each second; the next acquire reconnects.
     pool = AvailablePool(
-        dsn, min_size=1, max_size=size, init=init, command_timeout=60,
+        dsn, init_size=1, min_size=0, max_size=size, init=init, command_timeout=60,
         server_settings={"application_name": "commons"},
         reset=None if reset_sessions else _rollback_only,
         timeout=connect_timeout, acquire_timeout=acquire_timeout,

@@ -25,7 +25,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -329,27 +329,31 @@ class S3BlobStore:
                 total += len(chunk)
                 while len(buffer) >= self.part_size:
                     if upload_id is None:
-                        created = await self.client.create_multipart_upload(
-                            Bucket=self.bucket, Key=key, ContentType=content_type
-                        )
+                        with _s3_call():
+                            created = await self.client.create_multipart_upload(
+                                Bucket=self.bucket, Key=key, ContentType=content_type
+                            )
                         upload_id = created["UploadId"]
                     body = bytes(buffer[: self.part_size])
                     del buffer[: self.part_size]
                     parts.append(await self._upload_part(key, upload_id, len(parts) + 1, body))
             if upload_id is None:
-                await self.client.put_object(
-                    Bucket=self.bucket, Key=key, Body=bytes(buffer), ContentType=content_type
-                )
+                with _s3_call():
+                    await self.client.put_object(
+                        Bucket=self.bucket, Key=key, Body=bytes(buffer),
+                        ContentType=content_type,
+                    )
                 return total
             if buffer:
                 parts.append(await self._upload_part(key, upload_id, len(parts) + 1,
                                                      bytes(buffer)))
                 buffer.clear()
-            await self.client.complete_multipart_upload(
-                Bucket=self.bucket, Key=key, UploadId=upload_id,
-                MultipartUpload={"Parts": parts},
-            )
-        except BaseException as exc:
+            with _s3_call():
+                await self.client.complete_multipart_upload(
+                    Bucket=self.bucket, Key=key, UploadId=upload_id,
+                    MultipartUpload={"Parts": parts},
+                )
+        except BaseException:
             if upload_id is not None:
                 try:
                     await asyncio.shield(self.client.abort_multipart_upload(
@@ -358,8 +362,6 @@ class S3BlobStore:
                 except Exception:
                     # S3 is away: its parts would stay (and be billed) forever; keep trying
                     self._abort_later(key, upload_id)
-            if isinstance(exc, Exception) and _s3_unreachable(exc):
-                raise BlobUnavailable(f"S3 is unreachable: {exc!r}") from exc
             raise
         return total
 
@@ -400,22 +402,19 @@ class S3BlobStore:
     async def _upload_part(
         self, key: str, upload_id: str, number: int, body: bytes
     ) -> dict[str, Any]:
-        part = await self.client.upload_part(
-            Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body
-        )
+        with _s3_call():
+            part = await self.client.upload_part(
+                Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body
+            )
         return {"ETag": part["ETag"], "PartNumber": number}
 
     async def put_bytes(
         self, key: str, data: bytes, *, content_type: str = DEFAULT_CONTENT_TYPE
     ) -> None:
-        try:
+        with _s3_call():
             await self.client.put_object(
                 Bucket=self.bucket, Key=check_key(key), Body=data, ContentType=content_type
             )
-        except Exception as exc:
-            if _s3_unreachable(exc):
-                raise BlobUnavailable(f"S3 is unreachable: {exc!r}") from exc
-            raise
 
     @asynccontextmanager
     async def open(self, key: str) -> AsyncIterator[BlobReader]:
@@ -480,6 +479,18 @@ class S3BlobStore:
             ExpiresIn=expires_in,
         )
         return url
+
+
+@contextlib.contextmanager
+def _s3_call() -> Iterator[None]:
+    """Around one S3 request: S3 being away becomes BlobUnavailable (503 to the client); an
+    error of the data being sent (the client went away) stays what it is."""
+    try:
+        yield
+    except Exception as exc:
+        if _s3_unreachable(exc):
+            raise BlobUnavailable(f"S3 is unreachable: {exc!r}") from exc
+        raise
 
 
 def _s3_unreachable(exc: BaseException) -> bool:

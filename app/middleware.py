@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from app import authentication
 from app.context import COMMUNITY, REQUEST_ID, VIEWER
@@ -87,6 +88,12 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         response = _error_response(request, _from_http_exception(exc))
     except (asyncio.CancelledError, ConnectionResetError):
         raise
+    except HttpProcessingError as exc:
+        # aiohttp's parser refusing what the client sent in a body (a multipart part header
+        # with a control byte, say): the client's fault, answered in the JSON error format
+        log.info("malformed body in %s %s (request %s): %s", request.method, request.path,
+                 request_id, exc.message)
+        response = _error_response(request, BadRequest("Malformed request body"))
     except (DatabaseUnavailable, BlobUnavailable):
         # logged once per outage where it is detected; no traceback per request
         response = _error_response(request, Unavailable())

@@ -107,7 +107,10 @@ def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _read_multipart(request: web.Request) -> dict[str, Any]:
-    reader = await request.multipart()
+    try:
+        reader = await request.multipart()
+    except ValueError as exc:  # no boundary in the Content-Type
+        raise BadRequest("Malformed multipart body: no boundary") from exc
     pairs: list[tuple[str, Any]] = []
     total = 0
     limit = request.client_max_size  # bounds the whole body, not only each part

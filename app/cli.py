@@ -18,10 +18,12 @@ import asyncpg
 import orjson
 from aiohttp import web
 
+from app import server
 from app.config import Settings
 from app.errors import ApiError
 from app.passwords import Passwords
 from migrations import apply_migrations
+from storage.communities import Community
 
 log = logging.getLogger("commons")
 
@@ -107,8 +109,8 @@ def _serve_worker(settings: Settings, host: str, port: int, reuse_port: bool) ->
                         "%(levelname)s %(message)s")
     app = create_app(settings)
     app.on_startup.append(_freeze_startup_objects)
-    web.run_app(app, host=host, port=port, reuse_port=reuse_port,
-                access_log=None, print=None, handle_signals=True, loop=_event_loop())
+    # app.server: JSON parser errors, the connection cap and the head deadline
+    server.run(app, settings, host=host, port=port, reuse_port=reuse_port, loop=_event_loop())
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -159,12 +161,30 @@ def cmd_create_community(args: argparse.Namespace, settings: Settings) -> int:
         community, admin = await create_community(
             pool, Passwords(settings.argon2), name=args.name, domain=args.domain,
             admin_email=args.admin_email, admin_password=args.admin_password,
-            base_url=args.base_url,
+            base_url=args.base_url, stream_names=args.stream_names,
         )
-        return {"id": community.id, "name": community.name, "domain": community.domain,
-                "base_url": community.base_url,
+        return {**_community_json(community),
                 "admin": {"id": admin["id"], "email": admin["email"],
                           "username": admin["username"], "role": admin["role"]}}
+
+    _print_json(asyncio.run(_with_pool(settings, run)))
+    return 0
+
+
+def _community_json(community: Community) -> dict[str, Any]:
+    return {"id": community.id, "name": community.name, "domain": community.domain,
+            "base_url": community.base_url, "stream_names": community.stream_names}
+
+
+def cmd_update_community(args: argparse.Namespace, settings: Settings) -> int:
+    from app.actions.communities import update_community
+
+    settings = resolve_database(settings)
+
+    async def run(pool: asyncpg.Pool) -> dict[str, Any]:
+        community = await update_community(
+            pool, domain=args.domain, stream_names=args.stream_names)
+        return _community_json(community)
 
     _print_json(asyncio.run(_with_pool(settings, run)))
     return 0
@@ -215,6 +235,22 @@ def cmd_seed_demo(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_backfill_feed(args: argparse.Namespace, settings: Settings) -> int:
+    """Fill what migration 0012 added to existing rows, in batches (safe while serving)."""
+    from storage.feed_backfill import backfill
+
+    if args.batch < 1:
+        print("error: --batch must be at least 1", file=sys.stderr)
+        return 2
+    settings = resolve_database(settings)
+
+    async def run(pool: asyncpg.Pool) -> dict[str, int]:
+        return await backfill(pool, args.batch)
+
+    _print_json({"filled": asyncio.run(_with_pool(settings, run))})
+    return 0
+
+
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from app.worker import run_worker
 
@@ -246,7 +282,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--admin-email", required=True)
     p.add_argument("--admin-password", required=True)
     p.add_argument("--base-url", help="public URL of the community (default https://DOMAIN)")
+    p.add_argument("--stream-names", choices=["classic", "current"], default="current",
+                   help="classic: Home and Company streams are named 'Home Stream' and "
+                        "'Company Stream' (older clients look them up so)")
     p.set_defaults(func=cmd_create_community)
+
+    p = sub.add_parser("update-community", help="change a community's settings")
+    p.add_argument("--domain", required=True)
+    p.add_argument("--stream-names", choices=["classic", "current"])
+    p.set_defaults(func=cmd_update_community)
 
     p = sub.add_parser("create-user", help="create a user in a community")
     p.add_argument("--domain", required=True)
@@ -269,6 +313,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--domain", default="localhost")
     p.add_argument("--users", type=int, default=25)
     p.set_defaults(func=cmd_seed_demo)
+
+    p = sub.add_parser("backfill-feed",
+                       help="fill the feed's copies of last_interacted_at on existing rows "
+                            "(migration 0012), in batches, while serving")
+    p.add_argument("--batch", type=int, default=5000, help="rows per transaction")
+    p.set_defaults(func=cmd_backfill_feed)
     return parser
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from aiohttp import web
 from aiohttp_session import session_middleware
-from aiohttp_session.cookie_storage import EncryptedCookieStorage
 from redis.asyncio import Redis
 
+from app.authentication import SessionCookieStorage
 from app.config import Settings
 from app.middleware import auth_middleware, errors_middleware
 from app.passwords import Passwords
@@ -31,6 +31,8 @@ from app.resources import (
 )
 from app.routes import add_routes
 from app.tenancy import CommunityResolver
+from app.uploads import uploads_middleware
+from app.xml_format import negotiation_middleware
 from realtime.hub import Hub, HubSettings, LocalHub, RedisHub
 from storage.blobs import open_blob_store
 from storage.db import QueryObserver, create_pool
@@ -59,12 +61,18 @@ def create_app(
 ) -> web.Application:
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url (serve resolves it)")
-    storage = EncryptedCookieStorage(
+    # Secure whenever the client is on https (app/authentication.py)
+    storage = SessionCookieStorage(
         session_secret(settings), cookie_name="commons_session", httponly=True, samesite="Lax",
         max_age=14 * 24 * 3600,
     )
     app = web.Application(
-        middlewares=[errors_middleware, session_middleware(storage), auth_middleware],
+        middlewares=[
+            # negotiation first: it turns every JSON answer, errors included, into XML.
+            negotiation_middleware, errors_middleware,
+            uploads_middleware(settings.data_dir / "uploads"), session_middleware(storage),
+            auth_middleware,
+        ],
         client_max_size=settings.max_upload_bytes + 1024 * 1024,
     )
     app[SETTINGS] = settings

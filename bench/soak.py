@@ -122,9 +122,11 @@ async def make_group(http: aiohttp.ClientSession, base: str, seeded: Seeded) -> 
         assert resp.status == 201, await resp.text()
         seeded.group_id = int((await resp.json())["group"]["id"])
     entries = [{"user_id": user_id, "role": "member"} for user_id in seeded.user_ids]
-    async with http.post(f"{base}/api/groups/{seeded.group_id}/memberships/add_members",
-                         headers=headers, json={"group_memberships": entries}) as resp:
-        assert resp.status == 201, await resp.text()
+    for first in range(0, len(entries), 500):  # the endpoint takes 500 at a time
+        async with http.post(f"{base}/api/groups/{seeded.group_id}/memberships/add_members",
+                             headers=headers,
+                             json={"group_memberships": entries[first:first + 500]}) as resp:
+            assert resp.status == 201, await resp.text()
 
 
 # --- the server -----------------------------------------------------------------------------

@@ -35,3 +35,11 @@ async def test_a_far_future_since_is_400(world: World) -> None:
     far = await ann.api.get(f"/api/topics/{topic_id}?since=99999999999999")
     assert far.status == 400, far.text
     assert far.json["code"] == "bad_request"
+
+
+async def test_provisioning_multipart_without_a_boundary_is_400(world: World) -> None:
+    ann = await world.community()
+    resp = await ann.api.post("/api/users/provision", data=b"x",
+                              headers={"Content-Type": "multipart/form-data"})
+    assert resp.status == 400, resp.text
+    assert resp.json["code"] == "bad_request"

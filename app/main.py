@@ -2,25 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import hashlib
 import logging
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import asyncpg
 from aiohttp import web
 from aiohttp_session import session_middleware
 from aiohttp_session.cookie_storage import EncryptedCookieStorage
 from redis.asyncio import BlockingConnectionPool, Redis
 
+from app import metrics
 from app.config import Settings
 from app.middleware import auth_middleware, errors_middleware
+from app.observe import make_observe_middleware
 from app.passwords import Passwords
 from app.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from app.resources import BLOBS, COMMUNITIES, HUB, LIMITER, PASSWORDS, POOL, REDIS, SETTINGS
 from app.routes import add_routes
 from app.tenancy import CommunityResolver
+from app.views.ops import DRAINING, add_ops_routes
 from realtime.hub import Hub, HubSettings, LocalHub, RedisHub
 from storage.blobs import open_blob_store
 from storage.db import QueryObserver, create_pool
@@ -43,6 +49,37 @@ def session_secret(settings: Settings) -> bytes:
     return key
 
 
+_lost_connections = 0
+
+
+def _count_connection(conn: object) -> None:
+    """Every new pool connection; one that replaces a lost one is a reconnect."""
+    global _lost_connections
+    metrics.PG_CONNECTIONS_OPENED.inc()
+    if _lost_connections > 0:
+        _lost_connections -= 1
+        metrics.PG_RECONNECTS.inc()
+
+    def lost(closed: object) -> None:
+        global _lost_connections
+        if not getattr(closed, "closed_on_purpose", True):
+            _lost_connections += 1
+
+    add_listener = getattr(conn, "add_termination_listener", None)
+    if add_listener is not None:
+        add_listener(lost)
+
+
+async def _pool_gauges(pool: asyncpg.Pool, size: int, every: float = 5.0) -> None:
+    """Pool use as gauges, sampled (a request never pays for it)."""
+    metrics.DB_POOL_MAX.set(size)
+    while True:
+        total = pool.get_size()
+        metrics.DB_POOL_SIZE.set(total)
+        metrics.DB_POOL_IN_USE.set(total - pool.get_idle_size())
+        await asyncio.sleep(every)
+
+
 def create_app(
     settings: Settings, *, query_observer: QueryObserver | None = None
 ) -> web.Application:
@@ -52,22 +89,30 @@ def create_app(
         session_secret(settings), cookie_name="commons_session", httponly=True, samesite="Lax",
         max_age=14 * 24 * 3600,
     )
+    observe = make_observe_middleware(
+        logging.INFO if settings.log_format == "json" else logging.DEBUG
+    )
     app = web.Application(
-        middlewares=[errors_middleware, session_middleware(storage), auth_middleware],
+        middlewares=[observe, errors_middleware, session_middleware(storage), auth_middleware],
         client_max_size=settings.max_upload_bytes + 1024 * 1024,
     )
     app[SETTINGS] = settings
+    app[DRAINING] = asyncio.Event()
     app[PASSWORDS] = Passwords(settings.argon2, settings.credentials_cache_seconds)
 
     async def database(app: web.Application) -> AsyncIterator[None]:
         assert settings.database_url
         pool = await create_pool(
             settings.database_url, size=settings.db_pool_size, observer=query_observer,
-            reset_sessions=False,
+            reset_sessions=False, on_connect=_count_connection,
         )
         app[POOL] = pool
         app[COMMUNITIES] = CommunityResolver(pool)
+        gauges = asyncio.get_running_loop().create_task(_pool_gauges(pool, settings.db_pool_size))
         yield
+        gauges.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await gauges
         await pool.close()
 
     async def redis(app: web.Application) -> AsyncIterator[None]:
@@ -116,10 +161,12 @@ def create_app(
 
     async def close_websockets(app: web.Application) -> None:
         # Runs before the server waits for open requests: a websocket never ends by itself.
+        app[DRAINING].set()  # /readyz answers 503 from now on
         if HUB in app:
             app[HUB].disconnect_all()
 
     app.on_shutdown.append(close_websockets)
     add_routes(app)
+    add_ops_routes(app)
     app.router.add_static("/assets/", STATIC_DIR, append_version=False)
     return app

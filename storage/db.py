@@ -27,6 +27,21 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         )
 
 
+class TrackedConnection(asyncpg.Connection):
+    """Knows whether it was closed on purpose (pool shutdown, idle expiry) or lost (server
+    gone, network cut): `closed_on_purpose`, read by termination listeners."""
+
+    closed_on_purpose = False
+
+    async def close(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109 (asyncpg)
+        self.closed_on_purpose = True
+        await super().close(timeout=timeout)
+
+    def terminate(self) -> None:
+        self.closed_on_purpose = True
+        super().terminate()
+
+
 async def _rollback_only(conn: asyncpg.Connection) -> None:
     if conn.is_in_transaction():
         await conn.execute("ROLLBACK")
@@ -34,7 +49,7 @@ async def _rollback_only(conn: asyncpg.Connection) -> None:
 
 async def create_pool(
     dsn: str, *, size: int = 10, observer: QueryObserver | None = None,
-    reset_sessions: bool = True,
+    reset_sessions: bool = True, on_connect: Callable[[asyncpg.Connection], None] | None = None,
 ) -> asyncpg.Pool:
     """A pool whose connections decode json/jsonb with orjson.
 
@@ -45,17 +60,21 @@ async def create_pool(
     acquire): for pools whose users never leave session state behind (no LISTEN, SET, session
     advisory locks or temp tables), like the HTTP app's. An open transaction is still rolled
     back.
+
+    `on_connect` is called with every new connection (metrics count them and their losses).
     """
 
     async def init(conn: asyncpg.Connection) -> None:
         await _init_connection(conn)
+        if on_connect is not None:
+            on_connect(conn)
         if observer is not None:
             conn.add_query_logger(lambda q: observer(q.query))
 
     pool = await asyncpg.create_pool(
         dsn, min_size=1, max_size=size, init=init, command_timeout=60,
         server_settings={"application_name": "commons"},
-        reset=None if reset_sessions else _rollback_only,
+        reset=None if reset_sessions else _rollback_only, connection_class=TrackedConnection,
     )
     assert pool is not None
     return pool

@@ -139,9 +139,43 @@ async def _serve(settings: Settings, host: str, port: int, reuse_port: bool) -> 
         await web.TCPSite(runner, host, port, reuse_port=reuse_port).start()
         await stop.wait()
         log.info("stopping: draining for at most %s s", settings.shutdown_timeout)
+        await _drain(runner, app, settings.shutdown_timeout)
     finally:
         await runner.cleanup()
     log.info("stopped")
+
+
+async def _drain(runner: web.AppRunner, app: web.Application, seconds: float) -> None:
+    """Stop accepting, close idle connections and websockets (1001), and wait (at most
+    `seconds`) for the requests in progress, whose bodies are still read.
+
+    aiohttp's own cleanup closes every connection first, and a connection it closed stops
+    reading: an upload still arriving would be cut. So this runs before it, and what is left
+    after `seconds` is then cut by `runner.cleanup()`."""
+    from app.resources import HUB
+    from app.views.ops import DRAINING
+
+    app[DRAINING].set()  # /readyz says 503; responses from now on close their connection
+    for site in list(runner.sites):
+        await site.stop()
+    server = runner.server
+    if HUB in app:
+        app[HUB].disconnect_all()
+    if server is None:
+        return
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while loop.time() < deadline:
+        # aiohttp has no public view of this: a connection is busy while a request is served
+        busy = [c for c in list(server.connections)
+                if getattr(c, "_request_in_progress", False)]
+        for conn in server.connections:
+            if conn not in busy:
+                conn.close()  # idle keep-alive: nothing in flight
+        if not busy:
+            return
+        await asyncio.sleep(0.05)
+    log.warning("drain: requests still in progress after %s s are cut", seconds)
 
 
 def _serve_worker(settings: Settings, host: str, port: int, reuse_port: bool) -> None:

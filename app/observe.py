@@ -14,6 +14,7 @@ from aiohttp import web
 from app import metrics
 from app.context import COMMUNITY, REQUEST_ID, VIEWER
 from app.middleware import Handler, route_template
+from app.views.ops import DRAINING
 
 access_log = logging.getLogger("commons.access")
 
@@ -28,6 +29,8 @@ def make_observe_middleware(log_requests_at: int) -> web.middleware:  # type: ig
         try:
             response = await handler(request)
             status = response.status
+            if not response.prepared and request.app[DRAINING].is_set():
+                response.force_close()  # the process is stopping: no keep-alive
             return response
         except web.HTTPException as exc:  # redirects, raised past the errors middleware
             status = exc.status

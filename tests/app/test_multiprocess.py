@@ -42,7 +42,7 @@ class ServerProcess:
             "COMMONS_REDIS_PREFIX": settings.redis_prefix,
             "COMMONS_SECRET_KEY": settings.secret_key or "test-secret",
             "COMMONS_DATA_DIR": str(data_dir),
-            "COMMONS_LOG_LEVEL": "WARNING",
+            "COMMONS_LOG_LEVEL": os.environ.get("TEST_SERVER_LOG_LEVEL", "WARNING"),
         })
         self.log = data_dir / f"server-{self.port}.log"
         data_dir.mkdir(parents=True, exist_ok=True)

@@ -63,7 +63,7 @@ class RedactingFilter(logging.Filter):
 
 # Fields the request log line carries (set with `extra=`), copied into JSON output.
 REQUEST_FIELDS = ("request_id", "method", "route", "status", "duration_ms", "community",
-                  "user_id")
+                  "user_id", "client")
 
 
 class JsonFormatter(logging.Formatter):

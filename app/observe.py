@@ -54,6 +54,7 @@ def make_observe_middleware(log_requests_at: int) -> web.middleware:  # type: ig
                         "duration_ms": round(elapsed * 1000, 2),
                         "community": community.id if community is not None else None,
                         "user_id": viewer.id if viewer is not None else None,
+                        "client": request.remote,
                     },
                 )
 

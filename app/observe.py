@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from aiohttp import web
 
@@ -17,10 +18,14 @@ from app.middleware import Handler, route_template
 from app.views.ops import DRAINING
 
 access_log = logging.getLogger("commons.access")
+# label values are bounded: any other method a client sends counts as "other"
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 def make_observe_middleware(log_requests_at: int) -> web.middleware:  # type: ignore[valid-type]
     """`log_requests_at`: the level of the per-request line (INFO with JSON logs, else DEBUG,
     so that a console stays quiet)."""
+
+    children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
     @web.middleware
     async def observe(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -38,8 +43,16 @@ def make_observe_middleware(log_requests_at: int) -> web.middleware:  # type: ig
         finally:
             elapsed = time.perf_counter() - start
             route = route_template(request)
-            metrics.REQUESTS.labels(request.method, route, str(status)).inc()
-            metrics.LATENCY.labels(request.method, route).observe(elapsed)
+            method = request.method if request.method in METHODS else "other"
+            key = (method, route, status)
+            series = children.get(key)
+            if series is None:  # labels() is a lookup under a lock: once per key, not request
+                series = children[key] = (
+                    metrics.REQUESTS.labels(method, route, str(status)),
+                    metrics.LATENCY.labels(method, route),
+                )
+            series[0].inc()
+            series[1].observe(elapsed)
             if access_log.isEnabledFor(log_requests_at):
                 community = request.get(COMMUNITY)
                 viewer = request.get(VIEWER)

@@ -1,7 +1,11 @@
 """Who is asking: HTTP Basic (e-mail or username) or the session cookie.
 
-Failed logins are throttled per (client address, login); over the limit the answer is 429
-with Retry-After, before any password is checked.
+Failed logins are throttled per (client address, user): the e-mail and the username of one
+user, in any case, count in one bucket; a login that names no user counts per (address,
+login). Over the limit the answer is 429 with Retry-After, before any password is checked.
+
+A session cookie carries the user's session epoch from when it was issued; a password change
+or a deactivation increments the epoch, so every cookie issued before is refused.
 """
 
 from __future__ import annotations
@@ -11,16 +15,41 @@ import binascii
 
 import asyncpg
 from aiohttp import web
-from aiohttp_session import get_session
+from aiohttp_session import Session, get_session
+from aiohttp_session.cookie_storage import EncryptedCookieStorage
 
-from app.context import Viewer
-from app.errors import RateLimited, Unauthorized
+from app.context import COMMUNITY, Viewer
+from app.errors import Forbidden, RateLimited, Unauthorized
+from app.proxy import client_address, is_https
 from app.resources import LIMITER, PASSWORDS, POOL, SETTINGS
 from storage import users
 from storage.communities import Community
 
+__all__ = ["client_address"]  # also imported from here by views that throttle by address
+
 SESSION_USER = "uid"
 SESSION_COMMUNITY = "cid"
+SESSION_EPOCH = "ep"
+
+
+class SessionCookieStorage(EncryptedCookieStorage):
+    """The encrypted session cookie, `Secure` whenever the client is on https: a TLS
+    connection, `X-Forwarded-Proto: https` from a trusted proxy, or an https base URL."""
+
+    async def save_session(
+        self, request: web.Request, response: web.StreamResponse, session: Session
+    ) -> None:
+        await super().save_session(request, response, session)
+        morsel = response.cookies.get(self.cookie_name)
+        if morsel is not None and _secure(request):
+            morsel["secure"] = True
+
+
+def _secure(request: web.Request) -> bool:
+    if is_https(request):
+        return True
+    community = request.get(COMMUNITY)
+    return community is not None and community.base_url.lower().startswith("https://")
 
 
 def basic_credentials(request: web.Request) -> tuple[str, str] | None:
@@ -42,14 +71,6 @@ def basic_credentials(request: web.Request) -> tuple[str, str] | None:
     return login.strip(), password
 
 
-def client_address(request: web.Request) -> str:
-    if request.app[SETTINGS].trust_forwarded:
-        forwarded = request.headers.get("X-Forwarded-For", "")
-        if forwarded:
-            return forwarded.split(",")[0].strip()
-    return request.remote or "unknown"
-
-
 async def check_password(
     request: web.Request, community: Community, login: str, password: str
 ) -> asyncpg.Record:
@@ -57,11 +78,12 @@ async def check_password(
     app = request.app
     limiter = app[LIMITER]
     limit = app[SETTINGS].rate_limit_failed_logins
-    key = f"login:{client_address(request)}:{community.id}:{login.lower()}"
+    row = await users.by_login(app[POOL], community.id, login) if login else None
+    who = f"u{row['id']}" if row is not None else f"l:{login.lower()}"
+    key = f"login:{client_address(request)}:{community.id}:{who}"
     retry = await limiter.peek(key, limit)
     if retry is not None:
         raise RateLimited(retry, "Too many failed logins; try again later")
-    row = await users.by_login(app[POOL], community.id, login) if login else None
     if row is None or row["state"] != "active":
         # Same cost as a wrong password, so timing does not tell which logins exist.
         await app[PASSWORDS].verify_nothing(password)
@@ -72,6 +94,49 @@ async def check_password(
         await limiter.hit(key, limit)
         raise Unauthorized("Invalid login or password")
     return row
+
+
+async def confirm_password(request: web.Request, user_id: int, password: str) -> None:
+    """The current password of a user changing their own e-mail or password: 403 when wrong.
+    Guesses count in the same bucket as that user's failed logins from this address."""
+    app = request.app
+    limiter = app[LIMITER]
+    limit = app[SETTINGS].rate_limit_failed_logins
+    community = request[COMMUNITY]
+    key = f"login:{client_address(request)}:{community.id}:u{user_id}"
+    retry = await limiter.peek(key, limit)
+    if retry is not None:
+        raise RateLimited(retry, "Too many failed logins; try again later")
+    stored = await users.password_hash_of(app[POOL], user_id)
+    if not await app[PASSWORDS].verify(user_id, stored, password):
+        await limiter.hit(key, limit)
+        raise Forbidden("Current password is wrong",
+                        fields={"user[current_password]": ["is wrong"]})
+
+
+async def check_password_everywhere(
+    request: web.Request, login: str, password: str
+) -> list[asyncpg.Record]:
+    """The active users of every community with these credentials (the central API host,
+    which serves no community); Unauthorized when none, RateLimited as check_password."""
+    app = request.app
+    limiter = app[LIMITER]
+    limit = app[SETTINGS].rate_limit_failed_logins
+    key = f"login:{client_address(request)}:central:{login.lower()}"
+    retry = await limiter.peek(key, limit)
+    if retry is not None:
+        raise RateLimited(retry, "Too many failed logins; try again later")
+    rows = await users.by_login_everywhere(app[POOL], login) if login else []
+    matched = [
+        row for row in rows
+        if await app[PASSWORDS].verify(row["id"], row["password_hash"], password)
+    ]
+    if not rows:
+        await app[PASSWORDS].verify_nothing(password)
+    if not matched:
+        await limiter.hit(key, limit)
+        raise Unauthorized("Invalid login or password")
+    return matched
 
 
 def _viewer(row: asyncpg.Record) -> Viewer:
@@ -85,15 +150,30 @@ async def authenticate(request: web.Request, community: Community) -> Viewer:
     session = await get_session(request)
     uid = session.get(SESSION_USER)
     if isinstance(uid, int) and session.get(SESSION_COMMUNITY) == community.id:
-        row = await users.by_id(request.app[POOL], community.id, uid)
-        if row is not None and row["state"] == "active":
+        row = await users.by_session(request.app[POOL], community.id, uid)
+        if (
+            row is not None
+            and row["state"] == "active"
+            # a cookie from before the epoch existed carries none: refused too
+            and session.get(SESSION_EPOCH) == row["session_epoch"]
+        ):
             return _viewer(row)
         session.invalidate()
     raise Unauthorized()
 
 
-async def remember(request: web.Request, row: asyncpg.Record) -> None:
-    """Start a browser session for this user (used by websockets from browsers)."""
+async def remember(request: web.Request, row: asyncpg.Record, epoch: int | None = None) -> None:
+    """Start a browser session for this user (used by websockets from browsers), valid until
+    their session epoch changes; `epoch` overrides the row's (just changed by this request)."""
     session = await get_session(request)
     session[SESSION_USER] = row["id"]
     session[SESSION_COMMUNITY] = row["community_id"]
+    session[SESSION_EPOCH] = row["session_epoch"] if epoch is None else epoch
+
+
+async def keep_own_session(request: web.Request, user_id: int, epoch: int) -> None:
+    """After the user changed their own password: the session that made the change goes on
+    with the new epoch; every other one has ended."""
+    session = await get_session(request)
+    if session.get(SESSION_USER) == user_id:
+        session[SESSION_EPOCH] = epoch

@@ -23,12 +23,14 @@ import asyncpg
 import orjson
 from aiohttp import web
 
+from app import server
 from app.checks import SettingsError, check_services, check_static
 from app.config import Settings
 from app.errors import ApiError
 from app.logs import configure_logging, redact
 from app.passwords import Passwords
 from migrations import MigrationError, apply_migrations
+from storage.communities import Community
 
 log = logging.getLogger("commons")
 
@@ -135,8 +137,9 @@ async def _serve(
     app.on_startup.append(_freeze_startup_objects)
     # aiohttp's own access log is off: it would write raw paths, which can carry secrets
     # (app.observe logs each request by its route template instead).
-    runner = web.AppRunner(app, access_log=None, handle_signals=False,
-                           shutdown_timeout=settings.shutdown_timeout)
+    # app.server: JSON parser errors, the connection cap and the head deadline
+    runner = server.make_runner(app, settings, handle_signals=False,
+                                shutdown_timeout=settings.shutdown_timeout)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -167,18 +170,18 @@ async def _drain(runner: web.AppRunner, app: web.Application, seconds: float) ->
     app[DRAINING].set()  # /readyz says 503; responses from now on close their connection
     for site in list(runner.sites):
         await site.stop()
-    server = runner.server
+    http_server = runner.server
     if HUB in app:
         app[HUB].disconnect_all()
-    if server is None:
+    if http_server is None:
         return
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
     while loop.time() < deadline:
         # aiohttp has no public view of this: a connection is busy while a request is served
-        busy = [c for c in list(server.connections)
+        busy = [c for c in list(http_server.connections)
                 if getattr(c, "_request_in_progress", False)]
-        for conn in server.connections:
+        for conn in http_server.connections:
             if conn not in busy:
                 conn.close()  # idle keep-alive: nothing in flight
         if not busy:
@@ -293,12 +296,30 @@ def cmd_create_community(args: argparse.Namespace, settings: Settings) -> int:
         community, admin = await create_community(
             pool, Passwords(settings.argon2), name=args.name, domain=args.domain,
             admin_email=args.admin_email, admin_password=args.admin_password,
-            base_url=args.base_url,
+            base_url=args.base_url, stream_names=args.stream_names,
         )
-        return {"id": community.id, "name": community.name, "domain": community.domain,
-                "base_url": community.base_url,
+        return {**_community_json(community),
                 "admin": {"id": admin["id"], "email": admin["email"],
                           "username": admin["username"], "role": admin["role"]}}
+
+    _print_json(asyncio.run(_with_pool(settings, run)))
+    return 0
+
+
+def _community_json(community: Community) -> dict[str, Any]:
+    return {"id": community.id, "name": community.name, "domain": community.domain,
+            "base_url": community.base_url, "stream_names": community.stream_names}
+
+
+def cmd_update_community(args: argparse.Namespace, settings: Settings) -> int:
+    from app.actions.communities import update_community
+
+    settings = resolve_database(settings)
+
+    async def run(pool: asyncpg.Pool) -> dict[str, Any]:
+        community = await update_community(
+            pool, domain=args.domain, stream_names=args.stream_names)
+        return _community_json(community)
 
     _print_json(asyncio.run(_with_pool(settings, run)))
     return 0
@@ -349,6 +370,22 @@ def cmd_seed_demo(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_backfill_feed(args: argparse.Namespace, settings: Settings) -> int:
+    """Fill what migration 0012 added to existing rows, in batches (safe while serving)."""
+    from storage.feed_backfill import backfill
+
+    if args.batch < 1:
+        print("error: --batch must be at least 1", file=sys.stderr)
+        return 2
+    settings = resolve_database(settings)
+
+    async def run(pool: asyncpg.Pool) -> dict[str, int]:
+        return await backfill(pool, args.batch)
+
+    _print_json({"filled": asyncio.run(_with_pool(settings, run))})
+    return 0
+
+
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from app.worker import run_worker
 
@@ -392,7 +429,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--admin-email", required=True)
     p.add_argument("--admin-password", required=True)
     p.add_argument("--base-url", help="public URL of the community (default https://DOMAIN)")
+    p.add_argument("--stream-names", choices=["classic", "current"], default="current",
+                   help="classic: Home and Company streams are named 'Home Stream' and "
+                        "'Company Stream' (older clients look them up so)")
     p.set_defaults(func=cmd_create_community)
+
+    p = sub.add_parser("update-community", help="change a community's settings")
+    p.add_argument("--domain", required=True)
+    p.add_argument("--stream-names", choices=["classic", "current"])
+    p.set_defaults(func=cmd_update_community)
 
     p = sub.add_parser("create-user", help="create a user in a community")
     p.add_argument("--domain", required=True)
@@ -415,6 +460,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--domain", default="localhost")
     p.add_argument("--users", type=int, default=25)
     p.set_defaults(func=cmd_seed_demo)
+
+    p = sub.add_parser("backfill-feed",
+                       help="fill the feed's copies of last_interacted_at on existing rows "
+                            "(migration 0012), in batches, while serving")
+    p.add_argument("--batch", type=int, default=5000, help="rows per transaction")
+    p.set_defaults(func=cmd_backfill_feed)
     return parser
 
 

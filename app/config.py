@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from push.worker import WorkerSettings
+
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:
     raw = env.get(name, "").strip()
@@ -16,6 +18,16 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         return int(raw)
     except ValueError as exc:
         raise ValueError(f"{name} must be an integer, got {raw!r}") from exc
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ValueError(f"{name} must be a number, got {raw!r}") from exc
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -46,6 +58,8 @@ class ApnsSettings:
     team_id: str | None
     topic: str | None
     use_sandbox: bool
+    # an HTTP CONNECT proxy for APNs (APNS_PROXY, "http://host:port" or "host:port")
+    proxy: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,7 +96,15 @@ class Settings:
     credentials_cache_seconds: int = 300
     realtime_queue_frames: int = 1024
     realtime_heartbeat_seconds: float = 30.0
+    # bytes queued for one websocket (in the process and in its socket's send buffer) before
+    # a reader that does not keep up is cut
+    realtime_queue_bytes: int = 1024 * 1024
+    # deadline for a connection to send a whole request head; per-process connection cap
+    head_timeout_seconds: float = 30.0
+    max_connections: int = 10_000
     trust_forwarded: bool = False
+    # proxies in front of the app that append to X-Forwarded-For (app/proxy.py)
+    trusted_proxy_hops: int = 1
     log_level: str = "INFO"
     # "text" (human) or "json" (one object per line; one line per request)
     log_format: str = "text"
@@ -95,6 +117,7 @@ class Settings:
     s3: S3Settings | None = None
     apns: ApnsSettings | None = None
     fcm: FcmSettings | None = None
+    push: WorkerSettings = field(default_factory=WorkerSettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -116,6 +139,7 @@ class Settings:
                 team_id=_str(env, "APNS_TEAM_ID"),
                 topic=_str(env, "APNS_TOPIC"),
                 use_sandbox=_bool(env, "APNS_USE_SANDBOX", False),
+                proxy=_str(env, "APNS_PROXY"),
             )
         fcm = None
         if _str(env, "FCM_CREDENTIALS_FILE"):
@@ -140,7 +164,11 @@ class Settings:
             credentials_cache_seconds=_int(env, "COMMONS_CREDENTIALS_CACHE_SECONDS", 300),
             realtime_queue_frames=_int(env, "COMMONS_REALTIME_QUEUE_FRAMES", 1024),
             realtime_heartbeat_seconds=float(_int(env, "COMMONS_REALTIME_HEARTBEAT_SECONDS", 30)),
+            realtime_queue_bytes=_int(env, "COMMONS_REALTIME_QUEUE_BYTES", 1024 * 1024),
+            head_timeout_seconds=float(_int(env, "COMMONS_HEAD_TIMEOUT_SECONDS", 30)),
+            max_connections=_int(env, "COMMONS_MAX_CONNECTIONS", 10_000),
             trust_forwarded=_bool(env, "COMMONS_TRUST_FORWARDED", False),
+            trusted_proxy_hops=_int(env, "COMMONS_TRUSTED_PROXY_HOPS", 1),
             log_level=_str(env, "COMMONS_LOG_LEVEL") or "INFO",
             log_format=(_str(env, "COMMONS_LOG_FORMAT") or "text").lower(),
             metrics_allow=tuple(
@@ -158,6 +186,15 @@ class Settings:
             s3=s3,
             apns=apns,
             fcm=fcm,
+            push=WorkerSettings(
+                batch_size=_int(env, "PUSH_BATCH_SIZE", 100),
+                concurrency=_int(env, "PUSH_CONCURRENCY", 32),
+                lease=_float(env, "PUSH_LEASE_SECONDS", 60.0),
+                backoff_min=_float(env, "PUSH_BACKOFF_MIN_SECONDS", 1.0),
+                backoff_max=_float(env, "PUSH_BACKOFF_MAX_SECONDS", 3600.0),
+                give_up=_float(env, "PUSH_GIVE_UP_SECONDS", 86400.0),
+                badge_interval=_float(env, "PUSH_BADGE_INTERVAL_SECONDS", 5.0),
+            ),
         )
 
     def with_database(self, database_url: str) -> Settings:

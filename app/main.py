@@ -14,10 +14,10 @@ from pathlib import Path
 import asyncpg
 from aiohttp import web
 from aiohttp_session import session_middleware
-from aiohttp_session.cookie_storage import EncryptedCookieStorage
 from redis.asyncio import BlockingConnectionPool, Redis
 
 from app import metrics
+from app.authentication import SessionCookieStorage
 from app.config import Settings
 from app.middleware import auth_middleware, errors_middleware
 from app.observe import make_observe_middleware
@@ -26,7 +26,9 @@ from app.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from app.resources import BLOBS, COMMUNITIES, HUB, LIMITER, PASSWORDS, POOL, REDIS, SETTINGS
 from app.routes import add_routes
 from app.tenancy import CommunityResolver
+from app.uploads import uploads_middleware
 from app.views.ops import DRAINING, add_ops_routes
+from app.xml_format import negotiation_middleware
 from realtime.hub import Hub, HubSettings, LocalHub, RedisHub
 from storage.blobs import open_blob_store
 from storage.db import QueryObserver, create_pool
@@ -85,7 +87,8 @@ def create_app(
 ) -> web.Application:
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url (serve resolves it)")
-    storage = EncryptedCookieStorage(
+    # Secure whenever the client is on https (app/authentication.py)
+    storage = SessionCookieStorage(
         session_secret(settings), cookie_name="commons_session", httponly=True, samesite="Lax",
         max_age=14 * 24 * 3600,
     )
@@ -93,7 +96,13 @@ def create_app(
         logging.INFO if settings.log_format == "json" else logging.DEBUG
     )
     app = web.Application(
-        middlewares=[observe, errors_middleware, session_middleware(storage), auth_middleware],
+        middlewares=[
+            # observe outermost: it times and counts every answer, whatever turned it out;
+            # negotiation next: it turns every JSON answer, errors included, into XML.
+            observe, negotiation_middleware, errors_middleware,
+            uploads_middleware(settings.data_dir / "uploads"), session_middleware(storage),
+            auth_middleware,
+        ],
         client_max_size=settings.max_upload_bytes + 1024 * 1024,
     )
     app[SETTINGS] = settings

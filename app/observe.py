@@ -15,6 +15,7 @@ from aiohttp import web
 from app import metrics
 from app.context import COMMUNITY, REQUEST_ID, VIEWER
 from app.middleware import Handler, route_template
+from app.proxy import client_address
 from app.views.ops import DRAINING
 
 access_log = logging.getLogger("commons.access")
@@ -67,7 +68,7 @@ def make_observe_middleware(log_requests_at: int) -> web.middleware:  # type: ig
                         "duration_ms": round(elapsed * 1000, 2),
                         "community": community.id if community is not None else None,
                         "user_id": viewer.id if viewer is not None else None,
-                        "client": request.remote,
+                        "client": client_address(request),
                     },
                 )
 

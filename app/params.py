@@ -10,14 +10,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from datetime import UTC, datetime
+from typing import Annotated, Any, TypeVar, get_args
 from urllib.parse import parse_qsl
 
 import orjson
-from aiohttp import BodyPartReader, web
+from aiohttp import web
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
 
 from app.errors import BadRequest, Invalid, NotFound, TooLarge, UnsupportedMediaType
+from app.uploads import UploadedFile as UploadedFile  # the views take it from here
+from app.uploads import read_multipart
+from app.xml_format import XML_TYPES, parse_xml
 
 PARAMS_KEY = web.RequestKey("params", dict)
 M = TypeVar("M", bound=BaseModel)
@@ -25,15 +29,6 @@ M = TypeVar("M", bound=BaseModel)
 _KEY_RE = re.compile(r"^([^\[\]]+)((?:\[[^\[\]]*\])*)$")
 _FORM_TYPES = {"application/x-www-form-urlencoded", ""}
 MAX_DEPTH = 8
-
-
-@dataclass(frozen=True, slots=True)
-class UploadedFile:
-    """A file part of a multipart body, read into memory (bounded by client_max_size)."""
-
-    filename: str
-    content_type: str
-    data: bytes
 
 
 def _split_key(key: str) -> list[str]:
@@ -106,33 +101,6 @@ def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return base
 
 
-async def _read_multipart(request: web.Request) -> dict[str, Any]:
-    reader = await request.multipart()
-    pairs: list[tuple[str, Any]] = []
-    total = 0
-    limit = request.client_max_size  # bounds the whole body, not only each part
-    async for part in reader:
-        if not isinstance(part, BodyPartReader) or not part.name:
-            continue
-        chunks: list[bytes] = []
-        while chunk := await part.read_chunk():
-            total += len(chunk)
-            if total > limit:
-                raise TooLarge()
-            chunks.append(chunk)
-        data = part.decode(b"".join(chunks))
-        if part.filename is not None:
-            value: Any = UploadedFile(
-                filename=part.filename,
-                content_type=part.headers.get("Content-Type", "application/octet-stream"),
-                data=bytes(data),
-            )
-        else:
-            value = data.decode(part.get_charset(default="utf-8"), errors="replace")
-        pairs.append((part.name, value))
-    return nest(pairs)
-
-
 async def read_body(request: web.Request) -> dict[str, Any]:
     if not request.body_exists:
         return {}
@@ -152,7 +120,9 @@ async def read_body(request: web.Request) -> dict[str, Any]:
                 raise BadRequest("JSON body must be an object")
             return data
         if ctype.startswith("multipart/"):
-            return await _read_multipart(request)
+            return nest(await read_multipart(request))
+        if ctype in XML_TYPES or ctype.endswith("+xml"):
+            return parse_xml(await request.read())
         if ctype in _FORM_TYPES or ctype.startswith("text/plain"):
             raw = await request.read()
             try:
@@ -165,14 +135,75 @@ async def read_body(request: web.Request) -> dict[str, Any]:
     raise UnsupportedMediaType(f"Unsupported content type {ctype}")
 
 
+@dataclass(frozen=True, slots=True)
+class BodyRoot:
+    """The root key of a create or update (`message`, `comment`, ...) and the fields the
+    endpoint knows: at the top level of its body model and inside the root. Set per route by
+    the route table (app.routes), read here."""
+
+    name: str
+    top: frozenset[str]
+    nested: frozenset[str]
+
+    @classmethod
+    def of(cls, name: str, model: type[BaseModel]) -> BodyRoot:
+        def names(m: type[BaseModel]) -> set[str]:
+            out: set[str] = set()
+            for key, info in m.model_fields.items():
+                out.add(key)
+                if isinstance(info.alias, str):
+                    out.add(info.alias)
+            return out
+
+        nested: set[str] = set()
+        info = model.model_fields.get(name)
+        if info is not None:
+            candidates = [info.annotation, *get_args(info.annotation)]
+            for candidate in candidates:
+                if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                    nested = names(candidate)
+                    break
+        return cls(name, frozenset(names(model) - {name}), frozenset(nested))
+
+    def wrap(self, body: dict[str, Any]) -> dict[str, Any]:
+        """An unwrapped body (ActiveResource 4+, Rails ParamsWrapper) read as if wrapped in
+        the root key; its top-level keys stay too, as ParamsWrapper keeps them."""
+        if not body or self.name in body:
+            return body
+        return {**body, self.name: dict(body)}
+
+    def names_a_field(self, params: dict[str, Any]) -> bool:
+        if any(key in params for key in self.top):
+            return True
+        inner = params.get(self.name)
+        return isinstance(inner, dict) and any(key in inner for key in self.nested)
+
+
+BODY_ROOTS = web.AppKey("body_roots", dict[web.AbstractRoute, BodyRoot])
+
+
 async def read_params(request: web.Request) -> dict[str, Any]:
-    """Query string and body decoded and merged (body wins). Cached on the request."""
+    """Query string and body decoded and merged (body wins). Cached on the request.
+
+    On a create or update whose route names a root key, an unwrapped body is read as if
+    wrapped, and an unwrapped body naming no field the endpoint knows is a 422 (never a silent
+    200). A wrapped body (or none) is left to the model, which names the fields it misses."""
     cached = request.get(PARAMS_KEY)
     if cached is not None:
         return cached
     params = parse_query(request.rel_url.raw_query_string)
     if request.method not in ("GET", "HEAD"):
-        params = merge(params, await read_body(request))
+        body = await read_body(request)
+        root = request.app.get(BODY_ROOTS, {}).get(request.match_info.route)
+        unwrapped = root is not None and bool(body) and root.name not in body
+        if root is not None:
+            body = root.wrap(body)
+        params = merge(params, body)
+        if root is not None and unwrapped and not root.names_a_field(params):
+            raise Invalid(
+                f"The request names no field of {root.name.replace('_', ' ')}",
+                fields={root.name: ["names no known field"]},
+            )
     request[PARAMS_KEY] = params
     return params
 
@@ -231,7 +262,13 @@ def _to_list(value: Any) -> Any:
     return [value]
 
 
+def _blank_to_false(value: Any) -> Any:
+    return False if value is None or (isinstance(value, str) and not value.strip()) else value
+
+
 OptionalId = Annotated[int | None, BeforeValidator(_blank_to_none)]
+# A query flag (`can_join_only=`): blank means absent, i.e. false.
+QueryFlag = Annotated[bool, BeforeValidator(_blank_to_false)]
 OptionalStr = Annotated[str | None, BeforeValidator(lambda v: v)]
 IdList = Annotated[list[int], BeforeValidator(_to_list)]
 StrList = Annotated[list[str], BeforeValidator(_to_list)]
@@ -347,3 +384,32 @@ def param_id(params: dict[str, Any], name: str) -> int | None:
     if value is None:
         raise Invalid.field(name, "must be an integer")
     return value
+
+
+def query_id(params: dict[str, Any], name: str) -> int | None:
+    """An optional integer id in a query string (`before=<id>`): blank means absent; a value
+    that is no id cannot be parsed, so a 400 (decisions.md), unlike a body's 422."""
+    try:
+        return param_id(params, name)
+    except Invalid:
+        raise BadRequest(f"{name} must be an integer", fields={name: ["must be an integer"]}
+                         ) from None
+
+
+# 9999-12-31T23:59:59Z: the last second a timestamp of the API can hold.
+MAX_EPOCH = 253_402_300_799
+
+
+def since_param(value: Any, name: str = "since") -> datetime | None:
+    """`since` (epoch seconds) as a time. Not a plausible epoch second (negative, past year
+    9999, not a number) is a 400, never a 500 (decisions.md)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        seconds = int(str(value).strip()) if not isinstance(value, int) else value
+    except ValueError:
+        seconds = -1
+    if isinstance(value, bool) or not 0 <= seconds <= MAX_EPOCH:
+        raise BadRequest(f"{name} must be a Unix timestamp in seconds",
+                         fields={name: ["must be a Unix timestamp in seconds"]})
+    return datetime.fromtimestamp(seconds, UTC)

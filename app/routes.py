@@ -1,7 +1,10 @@
 """The one explicit table of every route (`commons routes` prints it).
 
 Paths are written as the interface spec writes them (`:name` parameters). Every path is also
-served with a `.json` suffix, and a path parameter may not contain `/`.
+served with a `.json` and a `.xml` suffix (app.xml_format answers XML for the latter), and a
+path parameter may not contain `/`. A parameter where an id belongs matches only an id (`12`,
+`12-slug`): any other segment is a 404, never a 405 from a neighbouring route. A create or
+update names its body's root key (`root=`): an unwrapped body is read as if wrapped in it.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from pydantic import BaseModel
 
-from app.params import PageQuery
+from app.params import BODY_ROOTS, BodyRoot, PageQuery
 from app.views import attachments as attachment_views
 from app.views import auth as auth_views
 from app.views import badges as badge_views
@@ -34,6 +37,7 @@ from app.views import messages as message_views
 from app.views import meta as meta_views
 from app.views import notifications as notification_views
 from app.views import polls as poll_views
+from app.views import provisioning as provisioning_views
 from app.views import reach_extensions as reach_extension_views
 from app.views import realtime as realtime_views
 from app.views import search as search_views
@@ -54,6 +58,7 @@ class Route:
     summary: str = ""
     body: type[BaseModel] | None = None
     query: type[BaseModel] | None = None
+    root: str | None = None
 
 
 def _r(
@@ -64,8 +69,9 @@ def _r(
     *,
     body: type[BaseModel] | None = None,
     query: type[BaseModel] | None = None,
+    root: str | None = None,
 ) -> Route:
-    return Route(method, path, handler, summary, body, query)
+    return Route(method, path, handler, summary, body, query, root)
 
 
 ROUTES: list[Route] = [
@@ -78,7 +84,10 @@ ROUTES: list[Route] = [
     # users
     _r("GET", "/api/users", user_views.list_users, "List users", query=user_views.UserListQuery),
     _r("POST", "/api/users", user_views.create_user, "Create a user (community admin)",
-       body=user_views.UserCreateBody),
+       body=user_views.UserCreateBody, root="user"),
+    _r("POST", "/api/users/provision", provisioning_views.provision,
+       "Provision users from a directory export (multipart file, gzip or XML; community "
+       "admin or external system)"),
     _r("GET", "/api/users/search", user_views.search_users, "Search users",
        query=user_views.SearchQuery),
     _r("GET", "/api/users/suggest", user_views.suggest_users, "Suggest users (autocomplete)",
@@ -87,7 +96,8 @@ ROUTES: list[Route] = [
        "Show a user by company login"),
     _r("GET", "/api/users/:user_id", user_views.show_user, "Show a user"),
     _r("PUT", "/api/users/:user_id", user_views.update_user,
-       "Update yourself, or anyone as community admin", body=user_views.UserUpdateBody),
+       "Update yourself, or anyone as community admin", body=user_views.UserUpdateBody,
+       root="user"),
     _r("DELETE", "/api/users/:user_id", user_views.deactivate_user, "Deactivate a user"),
     _r("GET", "/api/users/:user_id/employees", user_views.list_employees,
        "Users managed by the user"),
@@ -103,7 +113,7 @@ ROUTES: list[Route] = [
     _r("GET", "/api/groups", group_views.list_groups, "List groups",
        query=group_views.GroupListQuery),
     _r("POST", "/api/groups", group_views.create_group, "Create a group (you become its admin)",
-       body=group_views.GroupCreateBody),
+       body=group_views.GroupCreateBody, root="group"),
     _r("GET", "/api/groups/search", group_views.search_groups, "Search groups by name",
        query=group_views.GroupSearchQuery),
     _r("GET", "/api/groups/mutual", group_views.mutual_groups,
@@ -113,7 +123,7 @@ ROUTES: list[Route] = [
        query=group_views.PagingQuery),
     _r("GET", "/api/groups/:group_id", group_views.show_group, "Show a group"),
     _r("PUT", "/api/groups/:group_id", group_views.update_group, "Update a group (group admin)",
-       body=group_views.GroupUpdateBody),
+       body=group_views.GroupUpdateBody, root="group"),
     _r("DELETE", "/api/groups/:group_id", group_views.delete_group,
        "Destroy a group (group admin or community admin)"),
     _r("DELETE", "/api/groups/:group_id/archive", group_views.archive_group,
@@ -133,12 +143,12 @@ ROUTES: list[Route] = [
        "Memberships of a group (group_id: an id or a groupname)",
        query=membership_views.MembershipsQuery),
     _r("POST", "/api/groups/:group_id/memberships", membership_views.create_membership,
-       "Add a member (group admin)", body=membership_views.MembershipBody),
+       "Add a member (group admin)", body=membership_views.MembershipBody, root="group_membership"),
     _r("POST", "/api/groups/:group_id/memberships/add_members", membership_views.add_members,
        "Add or invite members (group admin)", body=membership_views.AddMembersBody),
     _r("PUT", "/api/groups/:group_id/memberships/:membership_id",
        membership_views.update_membership, "Change a member's role (group admin)",
-       body=membership_views.MembershipUpdateBody),
+       body=membership_views.MembershipUpdateBody, root="group_membership"),
     _r("DELETE", "/api/groups/:group_id/memberships", membership_views.delete_membership,
        "Remove a member (group admin)", query=membership_views.RemoveMemberQuery),
     # group membership requests
@@ -176,14 +186,14 @@ ROUTES: list[Route] = [
        "Messages of your Home stream (or stream_id); tag / user_id search the company",
        query=message_views.MessageListQuery),
     _r("POST", "/api/messages", message_views.create_message, "Post a message",
-       body=message_views.MessageCreateBody),
+       body=message_views.MessageCreateBody, root="message"),
     _r("GET", "/api/messages/search", message_views.search_messages,
        "Full-text search of messages", query=message_views.SearchQuery),
     _r("GET", "/api/messages/:message_id", message_views.show_message,
        "Show a message (id or id-slug)"),
     _r("PUT", "/api/messages/:message_id", message_views.update_message,
        "Edit a message (author, group admin, community admin)",
-       body=message_views.MessageUpdateBody),
+       body=message_views.MessageUpdateBody, root="message"),
     _r("DELETE", "/api/messages/:message_id", message_views.delete_message,
        "Delete a message (author, group admin, community admin)"),
     _r("GET", "/api/streams", stream_views.list_streams, "Your streams"),
@@ -191,7 +201,7 @@ ROUTES: list[Route] = [
     _r("GET", "/api/streams/:stream_id/messages", message_views.stream_messages,
        "Messages of a stream", query=message_views.MessageListQuery),
     _r("POST", "/api/streams/:stream_id/messages", message_views.create_stream_message,
-       "Post a message in a stream", body=message_views.MessageCreateBody),
+       "Post a message in a stream", body=message_views.MessageCreateBody, root="message"),
     _r("GET", "/api/groups/:group_id/messages", message_views.group_messages,
        "Messages of a group", query=message_views.MessageListQuery),
     _r("POST", "/api/groups/:id/hide_message", message_views.hide_message,
@@ -205,11 +215,11 @@ ROUTES: list[Route] = [
     _r("GET", "/api/messages/:message_id/comments", comment_views.list_comments,
        "Comments of a message, oldest first", query=comment_views.CommentListQuery),
     _r("POST", "/api/messages/:message_id/comments", comment_views.create_comment,
-       "Comment on a message", body=comment_views.CommentCreateBody),
+       "Comment on a message", body=comment_views.CommentCreateBody, root="comment"),
     _r("GET", "/api/messages/:message_id/comments/:id", comment_views.show_comment,
        "Show a comment"),
     _r("PUT", "/api/messages/:message_id/comments/:id", comment_views.update_comment,
-       "Edit a comment (its author)", body=comment_views.CommentUpdateBody),
+       "Edit a comment (its author)", body=comment_views.CommentUpdateBody, root="comment"),
     _r("DELETE", "/api/messages/:message_id/comments/:id", comment_views.delete_comment,
        "Delete a comment (author, group admin, community admin)"),
     _r("GET", "/api/messages/:message_id/likes", like_views.list_likes,
@@ -231,7 +241,7 @@ ROUTES: list[Route] = [
     _r("DELETE", "/api/messages/:message_id/flags/:flag_id", flag_views.delete_flag,
        "Remove your flag"),
     _r("POST", "/api/polls", poll_views.create_poll, "Create a poll (bind it with "
-       "message[poll_id])", body=poll_views.PollCreateBody),
+       "message[poll_id])", body=poll_views.PollCreateBody, root="poll"),
     _r("GET", "/api/polls/:poll_id", poll_views.show_poll, "Show a poll"),
     _r("POST", "/api/polls/:poll_id/respond", poll_views.respond, "Answer a poll",
        body=poll_views.RespondBody),
@@ -264,7 +274,7 @@ ROUTES: list[Route] = [
     _r("GET", "/api/meetings", meeting_views.list_meeting_types,
        "Meeting types available to the community"),
     _r("POST", "/api/meetings", meeting_views.create_meeting, "Create a meeting",
-       body=meeting_views.MeetingBody),
+       body=meeting_views.MeetingBody, root="meeting"),
     _r("GET", "/api/meetings/:id", meeting_views.show_meeting, "Show a meeting"),
     # badges
     _r("GET", "/api/badges", badge_views.list_badges, "The community's badges"),
@@ -275,7 +285,7 @@ ROUTES: list[Route] = [
        "Announcements of thanks with the badge received by the user"),
     # thanks
     _r("POST", "/api/thanks", thanks_views.create_thanks, "Thank colleagues",
-       body=thanks_views.ThanksBody),
+       body=thanks_views.ThanksBody, root="thanks"),
     _r("GET", "/api/thanks", thanks_views.list_thanks, "List thanks",
        query=thanks_views.ThanksListQuery),
     _r("GET", "/api/thanks/:id", thanks_views.show_thanks, "Show a thanks"),
@@ -283,13 +293,14 @@ ROUTES: list[Route] = [
        "Thanks received by the user", query=thanks_views.ThanksListQuery),
     # topics and tags
     _r("POST", "/api/topics", topic_views.create_topic, "Create a topic",
-       body=topic_views.TopicBody),
+       body=topic_views.TopicBody, root="topic"),
     _r("GET", "/api/topics/search", topic_views.search_topics, "Search topics by name prefix",
        query=topic_views.TopicSearchQuery),
     _r("GET", "/api/topics/:topic_id", topic_views.show_topic, "A topic and its messages",
        query=message_views.MessageListQuery),
     _r("PUT", "/api/topics/:topic_id", topic_views.update_topic,
-       "Describe a topic (its creator or a community admin)", body=topic_views.TopicBody),
+       "Describe a topic (its creator or a community admin)", body=topic_views.TopicBody,
+       root="topic"),
     _r("GET", "/api/topics/:topic_id/contributors", topic_views.topic_contributors,
        "Who posted about a topic"),
     _r("GET", "/api/tags/:id", topic_views.show_tag, "A tag (a topic as a #hashtag)"),
@@ -298,13 +309,14 @@ ROUTES: list[Route] = [
        "Your conversations, latest activity first", query=conversation_views.ConversationListQuery),
     _r("POST", "/api/conversations", conversation_views.create_conversation,
        "Start a conversation (or reuse the one with the same members)",
-       body=conversation_views.ConversationCreateBody),
+       body=conversation_views.ConversationCreateBody, root="conversation"),
     _r("POST", "/api/conversations/acknowledge_all", conversation_views.acknowledge_all,
        "Mark all your conversations read"),
     _r("GET", "/api/conversations/:id", conversation_views.show_conversation,
        "Show a conversation"),
     _r("PUT", "/api/conversations/:id", conversation_views.update_conversation,
-       "Rename a conversation", body=conversation_views.ConversationUpdateBody),
+       "Rename a conversation", body=conversation_views.ConversationUpdateBody,
+       root="conversation"),
     _r("POST", "/api/conversations/:id/acknowledge", conversation_views.acknowledge,
        "Mark a conversation read"),
     _r("PUT", "/api/conversations/:id/hide", conversation_views.hide,
@@ -323,12 +335,12 @@ ROUTES: list[Route] = [
     _r("GET", "/api/conversations/:conversation_id/activities/:id",
        conversation_views.show_activity, "Show an activity"),
     _r("POST", "/api/conversations/:conversation_id/remarks", conversation_views.create_remark,
-       "Post a remark", body=conversation_views.RemarkBody),
+       "Post a remark", body=conversation_views.RemarkBody, root="remark"),
     # group chat
     _r("GET", "/api/groups/:group_id/chat_messages", chat_views.list_chat_messages,
        "Chat messages of a group, newest first", query=chat_views.ChatListQuery),
     _r("POST", "/api/groups/:group_id/chat_messages", chat_views.create_chat_message,
-       "Post in a group's chat", body=chat_views.ChatMessageBody),
+       "Post in a group's chat", body=chat_views.ChatMessageBody, root="chat_message"),
     _r("PATCH", "/api/groups/:group_id/chat_messages", chat_views.mark_chat_read,
        "Mark a group's chat read up to now"),
     # realtime
@@ -357,7 +369,7 @@ ROUTES: list[Route] = [
        "External systems (reach admin)", query=PageQuery),
     _r("POST", "/api/external_systems", external_system_views.create_external_system,
        "Register an external system; the response carries its client secret, once",
-       body=external_system_views.ExternalSystemBody),
+       body=external_system_views.ExternalSystemBody, root="external_system"),
     _r("POST", "/api/external_systems/authentication",
        external_system_views.authenticate_external_system,
        "Check external system credentials (Authorization: ServiceApiClient <id>:<secret>)"),
@@ -366,30 +378,31 @@ ROUTES: list[Route] = [
     _r("PUT", "/api/external_systems/:external_system_id",
        external_system_views.update_external_system,
        "Update an external system; activate=true reactivates it",
-       body=external_system_views.ExternalSystemBody),
+       body=external_system_views.ExternalSystemBody, root="external_system"),
     _r("DELETE", "/api/external_systems/:external_system_id",
        external_system_views.deactivate_external_system, "Deactivate an external system"),
     _r("POST", "/api/external_systems/:external_system_id/messages",
        external_system_views.create_external_system_message,
        "Post a message on behalf of an external system (reach admin)",
-       body=message_views.MessageCreateBody),
+       body=message_views.MessageCreateBody, root="message"),
     # reach extensions (reach admin)
     _r("GET", "/api/reach_extensions", reach_extension_views.list_reach_extensions,
        "Reach extensions (reach admin)", query=PageQuery),
     _r("POST", "/api/reach_extensions", reach_extension_views.create_reach_extension,
-       "Create a reach extension", body=reach_extension_views.ReachExtensionBody),
+       "Create a reach extension", body=reach_extension_views.ReachExtensionBody,
+       root="reach_extension"),
     _r("GET", "/api/reach_extensions/:reach_extension_id",
        reach_extension_views.show_reach_extension, "Show a reach extension"),
     _r("PUT", "/api/reach_extensions/:reach_extension_id",
        reach_extension_views.update_reach_extension, "Update a reach extension",
-       body=reach_extension_views.ReachExtensionBody),
+       body=reach_extension_views.ReachExtensionBody, root="reach_extension"),
     # group webhooks
     _r("GET", "/api/groups/:group_id/webhooks", webhook_views.list_webhooks,
        "Webhooks of a group, without secrets (group admin)",
        query=PageQuery),
     _r("POST", "/api/groups/:group_id/webhooks", webhook_views.create_webhook,
        "Create a group webhook; the response carries its secret and url, once (group admin)",
-       body=webhook_views.WebhookCreateBody),
+       body=webhook_views.WebhookCreateBody, root="webhook"),
     _r("DELETE", "/api/groups/:group_id/webhooks/:webhook_id", webhook_views.delete_webhook,
        "Delete a group webhook (group admin)"),
     _r("POST", "/api/webhooks/:webhook_identifier/:webhook_secret",
@@ -399,11 +412,32 @@ ROUTES: list[Route] = [
 ]
 
 _PARAM_RE = re.compile(r":([A-Za-z_][A-Za-z0-9_]*)")
+_ID_PATTERN = r"\d+(?:-[^/]*?)?"
+_ANY_PATTERN = r"[^/]+?"
+# Parameters that are no id: a login, a notification filter, a thumbnail or file name, a secret.
+_FREE_PARAMS = frozenset({
+    "company_login", "filter", "thumbnail", "filename", "webhook_identifier", "webhook_secret",
+    "name",
+})
+# Id parameters that also take a name on these paths: a groupname, a topic or tag name.
+_NAMED_IDS = frozenset({
+    ("/api/groups/:group_id/memberships", "group_id"),
+    ("/api/topics/:topic_id", "topic_id"),
+    ("/api/topics/:topic_id/contributors", "topic_id"),
+    ("/api/tags/:id", "id"),
+})
 
 
 def aiohttp_path(path: str) -> str:
-    """`/api/users/:user_id` -> `/api/users/{user_id:[^/]+?}{_ext:(?:\\.json)?}`."""
-    return _PARAM_RE.sub(r"{\1:[^/]+?}", path) + r"{_ext:(?:\.json)?}"
+    """`/api/users/:user_id` -> `/api/users/{user_id:<id>}{_ext:(?:\\.json|\\.xml)?}`, where <id>
+    is `\\d+(?:-[^/]*?)?` unless the parameter is a name (see _FREE_PARAMS)."""
+
+    def param(match: re.Match[str]) -> str:
+        name = match.group(1)
+        free = name in _FREE_PARAMS or (path, name) in _NAMED_IDS
+        return f"{{{name}:{_ANY_PATTERN if free else _ID_PATTERN}}}"
+
+    return _PARAM_RE.sub(param, path) + r"{_ext:(?:\.json|\.xml)?}"
 
 
 def _specificity(route: Route) -> tuple[int, ...]:
@@ -414,12 +448,16 @@ def _specificity(route: Route) -> tuple[int, ...]:
 def add_routes(app: web.Application, routes: list[Route] | None = None) -> None:
     table = routes if routes is not None else ROUTES
     resources: dict[str, web.Resource] = {}
+    # each create or update's body root, read by app.params.read_params
+    roots: dict[web.AbstractRoute, BodyRoot] = app.setdefault(BODY_ROOTS, {})
     for route in sorted(table, key=_specificity):
         resource = resources.get(route.path)
         if resource is None:
             resource = app.router.add_resource(aiohttp_path(route.path))
             resources[route.path] = resource
-        resource.add_route(route.method, route.handler)
+        added = resource.add_route(route.method, route.handler)
+        if route.root is not None and route.body is not None:
+            roots[added] = BodyRoot.of(route.root, route.body)
 
 
 def route_lines(routes: list[Route] | None = None) -> list[str]:

@@ -65,6 +65,12 @@ class EncodedEvent:
         data = orjson.loads(self.frame)["data"]
         return list(data.get("subscribe", ())), list(data.get("unsubscribe", ()))
 
+    def close_code(self) -> tuple[int, str] | None:
+        """(code, reason) when this control event closes its user's sockets (`close_event`)."""
+        data = orjson.loads(self.frame)["data"]
+        code = data.get("close")
+        return (int(code), str(data.get("reason", ""))) if code else None
+
 
 def user_channel(user_id: int) -> str:
     return f"user:{user_id}"
@@ -84,6 +90,19 @@ def control_event(
         channel=user_channel(user_id),
         name=CONTROL_EVENT,
         data={"subscribe": list(subscribe), "unsubscribe": list(unsubscribe)},
+    )
+
+
+CLOSE_DEACTIVATED = 4003
+CLOSE_CREDENTIALS_CHANGED = 4001
+
+
+def close_event(user_id: int, code: int, reason: str) -> NewEvent:
+    """The control event that closes every open socket of `user_id`, on every process, with
+    `code` (deactivated: 4003, password changed: 4001). Appended in the transaction of the
+    change, like any control event, so a socket set up concurrently sees it in its buffer."""
+    return NewEvent(
+        channel=user_channel(user_id), name=CONTROL_EVENT, data={"close": code, "reason": reason}
     )
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
@@ -56,19 +57,48 @@ SLOW_READER_REASON = "too slow; reconnect with since"
 ChannelLoader = Callable[[], Awaitable[Iterable[str]]]
 
 
+class Refused(Exception):
+    """Raised by a ChannelLoader: the user may no longer have this socket (e.g. deactivated
+    while it was being set up); it closes with `code`."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
 @dataclass(frozen=True, slots=True)
 class RealtimeSettings:
     heartbeat: float = 30.0
     """Websocket PING every `heartbeat` s; no PONG within half of it closes the socket."""
     max_queue_frames: int = 1024
     max_queue_bytes: int = 1 << 20
-    """Frames waiting for a socket beyond either bound close it (the kernel and asyncio buffers
-    in front of it add at most about 64 KiB)."""
+    """Frames waiting for a socket beyond either bound close it. Bytes count what waits in this
+    process: the queue and asyncio's write buffer of the socket."""
+    send_buffer_bytes: int = 64 * 1024
+    """SO_SNDBUF of each websocket: the kernel's buffer in front of a reader is this (Linux
+    doubles it), not the up to 4 MiB its autotuning grows to, which a reader that never reads
+    would otherwise fill before any bound here sees a byte."""
     replay_limit: int = 1000
     """More events than this to replay on resume: reset instead."""
     close_timeout: float = 5.0
     max_message_bytes: int = 4096
     """Largest frame a client may send (it only ever sends pings)."""
+
+
+def joined_only(replay: list[Event], own_channel: str) -> list[Event]:
+    """The replay without what a channel carried before the user was subscribed to it in the
+    replayed range (their latest subscription counts): someone added to a conversation while
+    away gets none of its earlier events, such as a one-to-one conversation's past
+    (decisions.md); REST shows them what they may see."""
+    joined: dict[str, int] = {}
+    for event in replay:
+        if event.name == CONTROL_EVENT and event.channel == own_channel:
+            for channel in event.data.get("subscribe", ()):
+                joined[channel] = event.id
+    if not joined:
+        return replay
+    return [e for e in replay if e.id > joined.get(e.channel, 0)]
 
 
 def parse_since(request: web.BaseRequest) -> int | None:
@@ -118,6 +148,15 @@ async def serve_realtime(
     return ws
 
 
+def cap_send_buffer(transport: asyncio.BaseTransport | None, size: int) -> None:
+    """Fix the socket's kernel send buffer at `size` bytes (turning off its autotuning)."""
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None or size <= 0:
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
+
+
 class RealtimeConnection:
     """One prepared websocket and its subscriptions (a `realtime.hub.Subscriber`)."""
 
@@ -159,6 +198,7 @@ class RealtimeConnection:
         self._pool = pool
         self._settings = settings
         self._transport = transport
+        cap_send_buffer(transport, settings.send_buffer_bytes)
         self._queue: list[bytes] = []
         self._queued_frames = 0
         self._queued_bytes = 0
@@ -195,6 +235,8 @@ class RealtimeConnection:
             await self._read()
         except ConnectionError:
             pass  # the peer went away mid-setup
+        except Refused as refused:
+            self.terminate(refused.code, refused.reason)
         except Exception:
             log.exception("realtime: socket of user %s failed", self.user_id)
             self.terminate(WSCloseCode.INTERNAL_ERROR, "internal error")
@@ -229,7 +271,7 @@ class RealtimeConnection:
             await ws.send_frame(RESET_FRAME, WSMsgType.TEXT)
         # Sent directly, flow-controlled: a long replay waits for the client instead of
         # overflowing the live queue. Controls in this range are already in `channels`.
-        for event in replay:
+        for event in joined_only(replay, user_channel(self.user_id)):
             if event.name != CONTROL_EVENT:
                 await ws.send_frame(encode_frame(event), WSMsgType.TEXT)
         self._floor = start
@@ -299,6 +341,10 @@ class RealtimeConnection:
         self._push(event.frame)
 
     def _apply_control(self, event: EncodedEvent) -> None:
+        close = event.close_code()
+        if close is not None:
+            self.terminate(*close)  # the user was deactivated or changed their password
+            return
         subscribe, unsubscribe = event.control()
         own = user_channel(self.user_id)
         self._hub.unsubscribe(self, [c for c in unsubscribe if c != own])
@@ -309,9 +355,13 @@ class RealtimeConnection:
         self._queued_frames += 1
         self._queued_bytes += len(frame)
         settings = self._settings
+        transport = self._transport
+        # what asyncio holds for the socket counts too: the fast path writes there directly
+        buffered = transport.get_write_buffer_size() if isinstance(
+            transport, asyncio.WriteTransport) else 0
         if (
             self._queued_frames > settings.max_queue_frames
-            or self._queued_bytes > settings.max_queue_bytes
+            or self._queued_bytes + buffered > settings.max_queue_bytes
         ):
             self.terminate(SLOW_READER_CLOSE_CODE, SLOW_READER_REASON)
         elif self._writer is None and self._setup is None:

@@ -37,10 +37,10 @@ BY_GUID = f"""
 SELECT {COLUMNS} {_FROM}
 WHERE a.conversation_id = $1 AND a.actor_id = $2 AND a.client_provided_guid = $3
 """
-# newest first
+# newest first, from activity $4 on (what the reader may see)
 PAGE = f"""
 SELECT {COLUMNS} {_FROM}
-WHERE a.conversation_id = $1
+WHERE a.conversation_id = $1 AND a.id >= $4
 ORDER BY a.id DESC
 OFFSET $2 LIMIT $3
 """
@@ -85,6 +85,7 @@ async def by_guid(
 
 
 async def page(
-    conn: Conn, conversation_id: int, offset: int, limit: int
+    conn: Conn, conversation_id: int, offset: int, limit: int, visible_from: int = 0
 ) -> list[asyncpg.Record]:
-    return await conn.fetch(PAGE, conversation_id, offset, limit)
+    """`visible_from`: the reader's conversation_members.visible_from_activity_id."""
+    return await conn.fetch(PAGE, conversation_id, offset, limit, visible_from)

@@ -1,10 +1,10 @@
 """Group chat messages, and each member's chat read state (table group_chat_reads, migration
-0003: last_viewed_at and unread_count, which the group JSON renders as chats_last_viewed_at and
-unread_chats_count).
+0003: last_viewed_at, which the group JSON renders as chats_last_viewed_at).
 
-The unread count is a counter: a new message adds one for every other member of the group
-(creating their row), and marking the chat read sets it to zero and last_viewed_at to now.
-A member who joins later starts with nothing unread.
+The unread count (unread_chats_count) is counted when read, never stored (migration 0012): the
+others' chat messages after the member last viewed the chat, or after they joined when they
+never did (a member who joins later starts with nothing unread). Posting writes the message and
+the author's own read marker, whatever the group's size.
 """
 
 from __future__ import annotations
@@ -35,28 +35,30 @@ ORDER BY m.id DESC
 OFFSET $4 LIMIT $5
 """
 
-# One more unread message for every member but its author.
-COUNT_UNREAD = """
-INSERT INTO group_chat_reads AS cr (community_id, group_id, user_id, unread_count)
-SELECT $1, gm.group_id, gm.user_id, 1
-FROM group_memberships gm WHERE gm.group_id = $2 AND gm.user_id <> $3
-ON CONFLICT (group_id, user_id) DO UPDATE
-    SET unread_count = cr.unread_count + 1, updated_at = now()
-"""
-
 MARK_READ = """
-INSERT INTO group_chat_reads AS cr (community_id, group_id, user_id, last_viewed_at,
-                                    unread_count)
-VALUES ($1, $2, $3, now(), 0)
-ON CONFLICT (group_id, user_id) DO UPDATE
-    SET last_viewed_at = now(), unread_count = 0, updated_at = now()
+INSERT INTO group_chat_reads AS cr (community_id, group_id, user_id, last_viewed_at)
+VALUES ($1, $2, $3, now())
+ON CONFLICT (group_id, user_id) DO UPDATE SET last_viewed_at = now(), updated_at = now()
 RETURNING floor(extract(epoch FROM cr.last_viewed_at))::bigint AS last_viewed_at
 """
 
-READ_STATE = """
-SELECT coalesce(floor(extract(epoch FROM last_viewed_at))::bigint, 0) AS last_viewed_at,
-       unread_count
-FROM group_chat_reads WHERE group_id = $1 AND user_id = $2
+
+def unread_sql(group: str, viewer: str, read_since: str) -> str:
+    """SQL counting the chat messages of others in `group` after `read_since` (SQL expressions:
+    greatest(last_viewed_at, joined)), through group_chat_messages (group_id, created_at)."""
+    return f"""
+(SELECT count(*) FROM group_chat_messages c_u
+ WHERE c_u.group_id = {group} AND c_u.user_id <> {viewer} AND c_u.created_at > {read_since})::int
+"""
+
+
+# A member's read state; no row when not a member.
+READ_STATE = f"""
+SELECT coalesce(floor(extract(epoch FROM cr.last_viewed_at))::bigint, 0) AS last_viewed_at,
+       {unread_sql("$1", "$2", "greatest(cr.last_viewed_at, gm.created_at)")} AS unread_count
+FROM group_memberships gm
+LEFT JOIN group_chat_reads cr ON cr.group_id = gm.group_id AND cr.user_id = gm.user_id
+WHERE gm.group_id = $1 AND gm.user_id = $2
 """
 
 
@@ -76,12 +78,6 @@ async def page(
     return await conn.fetch(PAGE, group_id, before_id, since, offset, limit)
 
 
-async def count_unread(
-    conn: asyncpg.Connection, community_id: int, group_id: int, author_id: int
-) -> None:
-    await conn.execute(COUNT_UNREAD, community_id, group_id, author_id)
-
-
 async def mark_read(
     conn: asyncpg.Connection, community_id: int, group_id: int, user_id: int
 ) -> int:
@@ -90,7 +86,8 @@ async def mark_read(
 
 
 async def read_state(conn: Conn, group_id: int, user_id: int) -> tuple[int, int]:
-    """(last_viewed_at epoch seconds, unread count); (0, 0) when never written."""
+    """(last_viewed_at epoch seconds (0 when never viewed), unread count); (0, 0) for a
+    non-member."""
     row = await conn.fetchrow(READ_STATE, group_id, user_id)
     return (int(row["last_viewed_at"]), int(row["unread_count"])) if row else (0, 0)
 

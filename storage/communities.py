@@ -13,9 +13,11 @@ class Community:
     name: str
     domain: str
     base_url: str
+    # 'current' or 'classic': the names of the Home and Company streams (decisions.md)
+    stream_names: str = "current"
 
 
-_COLUMNS = "id, name, domain, base_url"
+_COLUMNS = "id, name, domain, base_url, stream_names"
 
 BY_DOMAIN = f"SELECT {_COLUMNS} FROM communities WHERE lower(domain) = lower($1)"
 # The community whose domain is the host; while a deployment holds a single community, every
@@ -27,7 +29,11 @@ ORDER BY exact DESC
 LIMIT 1
 """
 INSERT = f"""
-INSERT INTO communities (name, domain, base_url) VALUES ($1, $2, $3)
+INSERT INTO communities (name, domain, base_url, stream_names) VALUES ($1, $2, $3, $4)
+RETURNING {_COLUMNS}
+"""
+SET_STREAM_NAMES = f"""
+UPDATE communities SET stream_names = $2 WHERE lower(domain) = lower($1)
 RETURNING {_COLUMNS}
 """
 
@@ -48,14 +54,24 @@ async def for_host(
     row = await conn.fetchrow(FOR_HOST, domain)
     if row is None:
         return None
-    return Community(row["id"], row["name"], row["domain"], row["base_url"]), row["exact"]
+    return Community(row["id"], row["name"], row["domain"], row["base_url"],
+                     row["stream_names"]), row["exact"]
 
 
-async def insert(conn: asyncpg.Connection, name: str, domain: str, base_url: str) -> Community:
-    row = await conn.fetchrow(INSERT, name, domain, base_url)
+async def insert(
+    conn: asyncpg.Connection, name: str, domain: str, base_url: str,
+    stream_names: str = "current",
+) -> Community:
+    row = await conn.fetchrow(INSERT, name, domain, base_url, stream_names)
     community = _of(row)
     assert community is not None
     return community
+
+
+async def set_stream_names(
+    conn: asyncpg.Connection | asyncpg.Pool, domain: str, stream_names: str
+) -> Community | None:
+    return _of(await conn.fetchrow(SET_STREAM_NAMES, domain, stream_names))
 
 
 async def by_id(conn: asyncpg.Connection | asyncpg.Pool, community_id: int) -> Community | None:

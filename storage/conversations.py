@@ -17,7 +17,7 @@ from storage.users import BASIC
 
 _CONVERSATION = """
 c.id, c.community_id, c.name, c.private, c.member_set_key, c.creator_id,
-c.latest_activity_id, c.last_activity_at, c.created_at, c.updated_at
+c.latest_activity_id, c.last_activity_at, c.created_at, c.updated_at, c.private_history_end
 """
 
 # Remarks by others after what the member acknowledged, counted when read rather than kept
@@ -28,9 +28,19 @@ UNREAD_OF_MEMBER = """
    AND a.verb = 'post' AND a.actor_id <> m.user_id)::int
 """
 
+
+def unread_remarks_of(community: str, user: str) -> str:
+    """All of the user's unread remarks (the sum of UNREAD_OF_MEMBER over the conversations
+    they are in), as an SQL expression over two SQL expressions."""
+    return (f"(SELECT coalesce(sum({UNREAD_OF_MEMBER}), 0) FROM conversation_members m"
+            f" WHERE m.user_id = {user} AND m.community_id = {community}"
+            " AND m.left_at IS NULL)::int")
+
+
 MEMBER_VIEW = (
     _CONVERSATION
-    + f", {UNREAD_OF_MEMBER} AS unread_count, m.hidden, m.last_read_activity_id, m.joined_at"
+    + f", {UNREAD_OF_MEMBER} AS unread_count, m.hidden, m.last_read_activity_id, m.joined_at,"
+    " m.visible_from_activity_id"
 )
 
 # $1 community, $2 conversation, $3 viewer
@@ -44,27 +54,42 @@ FOR_MEMBER_LOCKED = FOR_MEMBER + " FOR UPDATE OF c"
 
 BY_ID = f"SELECT {_CONVERSATION} FROM conversations c WHERE c.community_id = $1 AND c.id = $2"
 
+# The most recently active conversation holding this member set (several may).
 BY_MEMBER_SET_KEY = f"""
 SELECT {_CONVERSATION} FROM conversations c WHERE c.community_id = $1 AND c.member_set_key = $2
+ORDER BY c.last_activity_at DESC, c.id DESC
+LIMIT 1
 """
+# Serializes finding-or-creating a member set until the transaction ends.
+LOCK_MEMBER_SET = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
 
 INSERT = f"""
 INSERT INTO conversations AS c (community_id, name, private, member_set_key, creator_id)
 VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (community_id, member_set_key) WHERE member_set_key IS NOT NULL DO NOTHING
 RETURNING {_CONVERSATION}
 """
 
+# A one-to-one conversation about to grow: what was said so far stays the two members' own.
+CLOSE_PRIVATE_HISTORY = """
+UPDATE conversations SET private_history_end = coalesce(latest_activity_id, 0)
+WHERE id = $1 AND private
+"""
+
 # Adds new members and brings back those who had left (their read state starts at the
-# conversation's latest activity: what was said before they came back is not "unread").
+# conversation's latest activity: what was said before they came back is not "unread"). A
+# newcomer sees the activities after the conversation's one-to-one past; one who comes back
+# keeps what they could see before.
 ADD_MEMBERS = """
 INSERT INTO conversation_members AS m (conversation_id, user_id, community_id,
-                                       last_read_activity_id)
-SELECT $2, u, $1, coalesce((SELECT latest_activity_id FROM conversations WHERE id = $2), 0)
-FROM unnest($3::bigint[]) AS u
+                                       last_read_activity_id, visible_from_activity_id)
+SELECT $2, u, $1, coalesce(c.latest_activity_id, 0),
+       CASE WHEN c.private_history_end > 0 THEN c.private_history_end + 1 ELSE 0 END
+FROM unnest($3::bigint[]) AS u, conversations c WHERE c.id = $2
 ON CONFLICT (conversation_id, user_id) DO UPDATE
     SET left_at = NULL, joined_at = now(), hidden = false,
-        last_read_activity_id = EXCLUDED.last_read_activity_id
+        last_read_activity_id = EXCLUDED.last_read_activity_id,
+        visible_from_activity_id = least(m.visible_from_activity_id,
+                                         EXCLUDED.visible_from_activity_id)
     WHERE m.left_at IS NOT NULL
 RETURNING m.user_id
 """
@@ -79,14 +104,9 @@ SELECT user_id FROM conversation_members
 WHERE conversation_id = $1 AND left_at IS NULL ORDER BY user_id
 """
 
-# Set the member-set key, unless another conversation of the community holds it already.
-SET_MEMBER_SET_KEY = """
-UPDATE conversations c SET member_set_key = CASE
-    WHEN EXISTS (SELECT 1 FROM conversations o
-                 WHERE o.community_id = c.community_id AND o.member_set_key = $2 AND o.id <> c.id)
-    THEN NULL ELSE $2 END,
-    updated_at = now()
-WHERE c.id = $1
+# After the members changed: the key of the new set, and private exactly for two members.
+SET_MEMBER_SET = """
+UPDATE conversations SET member_set_key = $2, private = $3, updated_at = now() WHERE id = $1
 """
 
 RENAME = "UPDATE conversations SET name = $2, updated_at = now() WHERE id = $1"
@@ -144,7 +164,7 @@ UPDATE conversation_members m SET
                                      coalesce(c.latest_activity_id, 0))
 FROM conversations c
 WHERE c.id = m.conversation_id AND m.conversation_id = $1 AND m.user_id = $2
-  AND m.left_at IS NULL
+  AND m.left_at IS NULL AND m.last_read_activity_id < coalesce(c.latest_activity_id, 0)
 """
 ACKNOWLEDGE_ALL = """
 UPDATE conversation_members m SET
@@ -183,15 +203,27 @@ async def by_id(conn: Conn, community_id: int, conversation_id: int) -> asyncpg.
 
 
 async def by_member_set_key(conn: Conn, community_id: int, key: str) -> asyncpg.Record | None:
+    """The most recently active conversation with this member set."""
     return await conn.fetchrow(BY_MEMBER_SET_KEY, community_id, key)
+
+
+async def lock_member_set(conn: asyncpg.Connection, key: str) -> None:
+    """Until the transaction ends, nobody else finds-or-creates this member set."""
+    await conn.execute(LOCK_MEMBER_SET, key)
 
 
 async def insert(
     conn: asyncpg.Connection, community_id: int, *, name: str | None, private: bool,
     key: str, creator_id: int,
-) -> asyncpg.Record | None:
-    """A new conversation; None when a concurrent request created one with the same key."""
-    return await conn.fetchrow(INSERT, community_id, name, private, key, creator_id)
+) -> asyncpg.Record:
+    row = await conn.fetchrow(INSERT, community_id, name, private, key, creator_id)
+    assert row is not None
+    return row
+
+
+async def close_private_history(conn: asyncpg.Connection, conversation_id: int) -> None:
+    """Before a one-to-one conversation grows: newcomers see only what follows."""
+    await conn.execute(CLOSE_PRIVATE_HISTORY, conversation_id)
 
 
 async def add_members(
@@ -211,11 +243,10 @@ async def member_ids(conn: Conn, conversation_id: int) -> list[int]:
     return [r["user_id"] for r in await conn.fetch(MEMBER_IDS, conversation_id)]
 
 
-async def set_member_set_key(
-    conn: asyncpg.Connection, conversation_id: int, key: str | None
+async def set_member_set(
+    conn: asyncpg.Connection, conversation_id: int, key: str | None, private: bool
 ) -> None:
-    """Set the key (None: not reusable), unless another conversation holds it already."""
-    await conn.execute(SET_MEMBER_SET_KEY, conversation_id, key)
+    await conn.execute(SET_MEMBER_SET, conversation_id, key, private)
 
 
 async def rename(conn: asyncpg.Connection, conversation_id: int, name: str | None) -> None:
@@ -259,8 +290,10 @@ async def record_activity(
         await conn.execute(READ_OWN, conversation_id, activity["actor_id"], activity["id"])
 
 
-async def acknowledge(conn: asyncpg.Connection, conversation_id: int, user_id: int) -> None:
-    await conn.execute(ACKNOWLEDGE, conversation_id, user_id)
+async def acknowledge(conn: asyncpg.Connection, conversation_id: int, user_id: int) -> bool:
+    """Whether this read something new."""
+    status = await conn.execute(ACKNOWLEDGE, conversation_id, user_id)
+    return status != "UPDATE 0"
 
 
 async def acknowledge_all(conn: asyncpg.Connection, community_id: int, user_id: int) -> int:

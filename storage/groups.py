@@ -14,6 +14,7 @@ from typing import Any
 
 import asyncpg
 
+from storage.chat_messages import unread_sql
 from storage.db import Conn
 from storage.group_visibility import is_member_sql, listed_sql, readable_sql
 
@@ -24,16 +25,21 @@ SHORT_COLUMNS = (
 )
 
 # The viewer's group chat state (table group_chat_reads, migration 0003) as one json value, or
-# NULL when they have no row (never viewed: rendered as 0 / 0 / every switch on). The group
-# chat code owns these values and may change how they are computed here.
-CHAT_READ = """
+# NULL when they are not a member. A member without a row has never viewed the chat: every
+# push switch on. The group chat code owns these values and may change how they are computed
+# here: the unread count is counted when read (storage.chat_messages.unread_sql).
+CHAT_READ = f"""
 (SELECT json_build_object(
     'last_viewed_at', coalesce(floor(extract(epoch FROM cr.last_viewed_at))::bigint, 0),
-    'unread_count', cr.unread_count,
-    'push_notifications_enabled', cr.push_notifications_enabled,
-    'push_notification_on_group_chat_message', cr.push_notification_on_group_chat_message,
-    'push_notification_on_chat_mention', cr.push_notification_on_chat_mention)
- FROM group_chat_reads cr WHERE cr.group_id = g.id AND cr.user_id = $2)
+    'unread_count',
+        {unread_sql("g.id", "$2", "greatest(cr.last_viewed_at, gm_c.created_at)")},
+    'push_notifications_enabled', coalesce(cr.push_notifications_enabled, true),
+    'push_notification_on_group_chat_message',
+        coalesce(cr.push_notification_on_group_chat_message, true),
+    'push_notification_on_chat_mention', coalesce(cr.push_notification_on_chat_mention, true))
+ FROM group_memberships gm_c
+ LEFT JOIN group_chat_reads cr ON cr.group_id = gm_c.group_id AND cr.user_id = gm_c.user_id
+ WHERE gm_c.group_id = g.id AND gm_c.user_id = $2 AND g.chat_enabled)
 """
 
 FULL = f"""

@@ -144,12 +144,12 @@ SELECT message_id, user_id, group_id FROM message_recipients
 WHERE message_id = ANY($1::bigint[]) AND comment_id IS NULL
 ORDER BY message_id, position, id
 """
-# Everyone addressed in a thread (message and comments), first appearance first.
-THREAD_RECIPIENTS = """
-SELECT user_id, group_id, min(id) AS first FROM message_recipients
-WHERE message_id = $1
-GROUP BY user_id, group_id
-ORDER BY first
+# Whom each of these comments ($2) of these messages ($1) addresses, in order (message_id
+# first so that the unique index on (message_id, comment_id, ...) serves it).
+COMMENT_RECIPIENTS = """
+SELECT comment_id, user_id, group_id FROM message_recipients
+WHERE message_id = ANY($1::bigint[]) AND comment_id = ANY($2::bigint[])
+ORDER BY comment_id, position, id
 """
 
 # Short group rows with the viewer's role and whether the viewer may see the group at all.
@@ -208,13 +208,169 @@ VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
 """
 
 
+# The Company stream leaves out what external systems marked `not_in_company_stream` post.
+IN_COMPANY = """
+(m.external_system_id IS NULL OR NOT EXISTS (
+    SELECT 1 FROM external_systems es_c
+    WHERE es_c.id = m.external_system_id AND es_c.not_in_company_stream))
+"""
+STREAM_CONDITIONS["company"] = IN_COMPANY
+
+# Page order, and the columns each candidate source yields.
+ORDER = "m.last_interacted_at DESC, m.id DESC"
+CANDIDATE = "m.id, m.last_interacted_at"
+STICKY = "(m.is_announcement AND m.sticky_until > now())"
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """SQL fragments a page or a stream's latest activity is built from."""
+
+    stream: str | None
+    group: str | None
+    author: str | None
+    external_system: str | None
+    topic: str | None
+    since: str | None
+
+
+def _filters(parts: _Parts, *, with_stream: bool = True, with_topic: bool = True) -> list[str]:
+    """Everything a candidate must satisfy (READABLE and the query's narrowing)."""
+    where = ["m.community_id = $1", READABLE]
+    if with_stream and parts.stream is not None:
+        where.append(STREAM_CONDITIONS[parts.stream])
+    if parts.group is not None:
+        where.append(group_condition(parts.group))
+    if parts.author is not None:
+        where.append(f"m.user_id = {parts.author}")
+    if parts.external_system is not None:
+        where.append(f"m.external_system_id = {parts.external_system}")
+    if with_topic and parts.topic is not None:
+        where.append(
+            "EXISTS (SELECT 1 FROM message_topics mt JOIN topics t ON t.id = mt.topic_id "
+            f"WHERE mt.message_id = m.id AND t.name = {parts.topic})"
+        )
+    if parts.since is not None:
+        where.append(f"m.last_interacted_at > {parts.since}")
+    return where
+
+
+def _and(where: list[str]) -> str:
+    return "\n  AND ".join(where)
+
+
+def _walk(driver: list[str], where: list[str], k: str, source: str = FROM) -> str:
+    """The first k candidates of one source, walking an index in page order."""
+    return (
+        f"(SELECT {CANDIDATE} FROM {source}\nWHERE {_and(driver + where)}\n"
+        f"ORDER BY {ORDER} LIMIT {k})"
+    )
+
+
+def _rows_walk(table: str, alias: str, key: str, where: list[str], k: str) -> list[str]:
+    """The first k distinct messages of rows of `table` (recipients, topics) that carry a copy of
+    their message's last_interacted_at, walked through (key, last_interacted_at DESC,
+    message_id DESC); plus any row not yet backfilled (none once `commons backfill-feed` ran).
+
+    Each row's message is looked up (and filtered) on its own (`OFFSET 0` keeps the lookup a
+    nested loop), so that the walk stops after k readable messages instead of joining all the
+    rows of the key."""
+    message = (
+        f"CROSS JOIN LATERAL (SELECT {CANDIDATE} FROM {FROM}\n"
+        f"WHERE {_and([f'm.id = {alias}.message_id', *where])} OFFSET 0) x"
+    )
+    filled = (
+        f"(SELECT DISTINCT ON ({alias}.last_interacted_at, {alias}.message_id) "
+        f"x.id, x.last_interacted_at\nFROM {table} {alias} {message}\n"
+        f"WHERE {key} AND {alias}.last_interacted_at IS NOT NULL\n"
+        f"ORDER BY {alias}.last_interacted_at DESC, {alias}.message_id DESC LIMIT {k})"
+    )
+    unfilled = (
+        f"(SELECT x.id, x.last_interacted_at FROM {table} {alias} {message}\n"
+        f"WHERE {key} AND {alias}.last_interacted_at IS NULL)"
+    )
+    return [filled, unfilled]
+
+
+def _sources(parts: _Parts, k: str) -> list[str]:
+    """Candidate sources whose union holds the first k rows of the page (in page order).
+
+    The most selective narrowing drives (topic, author, external system, group), with every
+    other condition applied as a filter while walking its index; otherwise the stream's own
+    sources: Home is the union of the viewer's groups, the people they follow, their own
+    messages, their recipient rows and announcements.
+    """
+    if parts.topic is not None:
+        topic_id = (
+            f"(SELECT t.id FROM topics t WHERE t.community_id = $1 AND t.name = {parts.topic})"
+        )
+        return _rows_walk("message_topics", "mt_s", f"mt_s.topic_id = {topic_id}",
+                          _filters(parts, with_topic=False), k)
+    where = _filters(parts)
+    if parts.author is not None:
+        return [_walk([f"m.user_id = {parts.author}"], where, k)]
+    if parts.external_system is not None:
+        return [_walk([f"m.external_system_id = {parts.external_system}"], where, k)]
+    if parts.group is not None:
+        return [_walk([f"m.group_id = {parts.group}"], where, k)]
+    if parts.stream == "home":
+        where = _filters(parts, with_stream=False)
+        lateral = (
+            "(SELECT x.id, x.last_interacted_at FROM {outer}\nCROSS JOIN LATERAL {walk} x\n"
+            "WHERE {outer_where})"
+        )
+        return [
+            # the viewer's groups: one walk of (group_id, last_interacted_at, id) per group
+            lateral.format(
+                outer="group_memberships gm_s",
+                walk=_walk(["m.group_id = gm_s.group_id"], where, k),
+                outer_where="gm_s.user_id = $2 AND gm_s.community_id = $1",
+            ),
+            # people they follow: one walk of (user_id, last_interacted_at, id) per person
+            lateral.format(
+                outer="follows f_s",
+                walk=_walk(["m.user_id = f_s.followed_id"], where, k),
+                outer_where="f_s.follower_id = $2 AND f_s.community_id = $1",
+            ),
+            _walk(["m.user_id = $2"], where, k),
+            *_rows_walk("message_recipients", "r_s", "r_s.user_id = $2", where, k),
+            _walk(["m.is_announcement"], where, k),
+        ]
+    if parts.stream == "mentions":
+        return _rows_walk("message_recipients", "r_s", "r_s.user_id = $2", where, k)
+    if parts.stream == "bookmarked":
+        # a user's bookmarks: as many as they flagged, whatever the community's size
+        source = "flags f_s JOIN messages m ON m.id = f_s.message_id " \
+            "LEFT JOIN groups g ON g.id = m.group_id"
+        return [_walk(["f_s.user_id = $2"], where, k, source)]
+    if parts.stream == "sent":
+        return [_walk(["m.user_id = $2"], where, k)]
+    # Company (or everything readable): the community's (community_id, last_interacted_at, id)
+    return [_walk([], where, k)]
+
+
+def _union(sources: list[str]) -> str:
+    return "\nUNION\n".join(sources)
+
+
+def latest_sql(stream: str | None = None, group: str | None = None) -> str:
+    """The newest last_interacted_at of a stream (SQL over $1..$3; `group` an SQL expression)."""
+    parts = _Parts(stream, group, None, None, None, None)
+    return f"(SELECT max(c.last_interacted_at) FROM ({_union(_sources(parts, '1'))}) c)"
+
+
 @dataclass(frozen=True)
 class MessageQuery:
     """What a message list selects (on top of READABLE), built into one SQL statement.
 
     `stream` is a system stream kind (STREAM_KINDS) or None; `group_id` a group's stream;
-    `topic` a lower-case topic name used anywhere in the thread; `tsquery` full-text search
-    (websearch syntax; results ranked); `since` keeps what was interacted with after it.
+    `topic` a lower-case topic name used anywhere in the thread; `search` full-text search
+    (websearch syntax; results ranked); `since` keeps what was interacted with after it;
+    `sticky_first` puts sticky announcements first (Home, Company).
+
+    Pages are read as an indexed union (docs/feed.md): each source yields its first
+    offset + limit rows through an index in page order, and only their union is sorted. The
+    sticky announcements, few, are read apart, so that the page needs no sort by `sticky`.
     """
 
     stream: str | None = None
@@ -233,37 +389,58 @@ class MessageQuery:
             args.append(value)
             return f"${len(args) + 3}"
 
-        where = ["m.community_id = $1", READABLE]
-        if self.stream is not None:
-            where.append(STREAM_CONDITIONS[self.stream])
-        if self.group_id is not None:
-            where.append(group_condition(param(self.group_id)))
-        if self.author_id is not None:
-            where.append(f"m.user_id = {param(self.author_id)}")
-        if self.external_system_id is not None:
-            where.append(f"m.external_system_id = {param(self.external_system_id)}")
-        if self.topic is not None:
-            where.append(
-                "EXISTS (SELECT 1 FROM message_topics mt JOIN topics t ON t.id = mt.topic_id "
-                f"WHERE mt.message_id = m.id AND t.name = {param(self.topic)})"
-            )
-        if self.since is not None:
-            where.append(f"m.last_interacted_at > {param(self.since)}")
-        order = ["m.last_interacted_at DESC", "m.id DESC"]
-        rank = ""
+        def optional(value: Any) -> str | None:
+            return None if value is None else param(value)
+
+        parts = _Parts(
+            self.stream, optional(self.group_id), optional(self.author_id),
+            optional(self.external_system_id), optional(self.topic), optional(self.since),
+        )
         if self.search is not None:
-            query = f"websearch_to_tsquery('english', {param(self.search)})"
-            where.append(f"m.search_vector @@ {query}")
-            rank = f", ts_rank_cd(m.search_vector, {query}) AS rank"
-            order.insert(0, "rank DESC")
+            return self._build_search(parts, param, offset, limit), args
+        k = param(offset + limit)
+        candidates = _union(_sources(parts, k))
         if self.sticky_first:
-            order.insert(0, "sticky DESC")
+            # Sticky announcements (a handful, through messages_announcement_idx) first; the
+            # rest of the page comes from the candidates that are not sticky.
+            sticky = (
+                f"SELECT m.id, m.last_interacted_at FROM {FROM}\nWHERE "
+                + _and(["m.is_announcement", "m.sticky_until > now()", *_filters(parts)])
+            )
+            ranked = (
+                f"SELECT s.id, s.last_interacted_at, true AS sticky FROM sticky s\nUNION ALL\n"
+                f"SELECT c.id, c.last_interacted_at, false FROM ({candidates}) c\n"
+                "WHERE c.id NOT IN (SELECT id FROM sticky)"
+            )
+            head = f"WITH sticky AS MATERIALIZED ({sticky}),\n"
+            order = "p.sticky DESC, p.last_interacted_at DESC, p.id DESC"
+        else:
+            ranked = f"SELECT c.id, c.last_interacted_at, false AS sticky FROM ({candidates}) c"
+            head = "WITH "
+            order = "p.last_interacted_at DESC, p.id DESC"
         sql = (
-            f"SELECT {ROW}{rank} FROM {FROM}\nWHERE "
-            + "\n  AND ".join(where)
-            + f"\nORDER BY {', '.join(order)}\nOFFSET {param(offset)} LIMIT {param(limit)}"
+            f"{head}page AS (\nSELECT p.* FROM ({ranked}) p\nORDER BY {order}\n"
+            f"OFFSET {param(offset)} LIMIT {param(limit)})\n"
+            f"SELECT {ROW} FROM page p JOIN messages m ON m.id = p.id\n"
+            f"LEFT JOIN groups g ON g.id = m.group_id\nORDER BY {order}"
         )
         return sql, args
+
+    def _build_search(
+        self, parts: _Parts, param: Any, offset: int, limit: int
+    ) -> str:
+        """Search: ranked by relevance, so read through the GIN index and sorted by rank."""
+        where = _filters(parts)
+        query = f"websearch_to_tsquery('english', {param(self.search)})"
+        where.append(f"m.search_vector @@ {query}")
+        order = ["rank DESC", "m.last_interacted_at DESC", "m.id DESC"]
+        if self.sticky_first:
+            order.insert(0, "sticky DESC")
+        return (
+            f"SELECT {ROW}, ts_rank_cd(m.search_vector, {query}) AS rank FROM {FROM}\nWHERE "
+            + _and(where)
+            + f"\nORDER BY {', '.join(order)}\nOFFSET {param(offset)} LIMIT {param(limit)}"
+        )
 
 
 async def list_page(
@@ -393,8 +570,13 @@ async def recipients(conn: Conn, message_ids: Sequence[int]) -> list[asyncpg.Rec
     return await conn.fetch(RECIPIENTS, list(message_ids))
 
 
-async def thread_recipients(conn: Conn, message_id: int) -> list[asyncpg.Record]:
-    return await conn.fetch(THREAD_RECIPIENTS, message_id)
+async def comment_recipients(
+    conn: Conn, message_ids: Sequence[int], comment_ids: Sequence[int]
+) -> list[asyncpg.Record]:
+    """Recipients of these comments (of these messages), in order."""
+    if not comment_ids:
+        return []
+    return await conn.fetch(COMMENT_RECIPIENTS, list(set(message_ids)), list(comment_ids))
 
 
 async def groups(

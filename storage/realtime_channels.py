@@ -28,3 +28,18 @@ async def channels_of_user(conn: Conn, community_id: int, user_id: int) -> list[
     """Every conversation and group channel of the user, in one query."""
     rows = await conn.fetch(CHANNELS_OF_USER, community_id, user_id)
     return [r["channel"] for r in rows]
+
+
+CHANNELS_IF_ACTIVE = f"""
+SELECT u.state = 'active' AS active, ARRAY({CHANNELS_OF_USER}) AS channels
+FROM users u WHERE u.community_id = $1 AND u.id = $2
+"""
+
+
+async def channels_if_active(conn: Conn, community_id: int, user_id: int) -> list[str] | None:
+    """`channels_of_user`, or None when the user is no longer active (deactivated after the
+    socket authenticated, before it attached: the close event is then already behind it)."""
+    row = await conn.fetchrow(CHANNELS_IF_ACTIVE, community_id, user_id)
+    if row is None or not row["active"]:
+        return None
+    return list(row["channels"])

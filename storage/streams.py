@@ -12,7 +12,7 @@ import asyncpg
 
 from storage.db import Conn
 from storage.group_visibility import readable_sql
-from storage.messages import FROM, READABLE, STREAM_CONDITIONS, STREAM_KINDS, group_condition
+from storage.messages import STREAM_KINDS, latest_sql
 
 SYSTEM_NAMES = {
     "home": "Home",
@@ -40,17 +40,12 @@ ON CONFLICT (group_id, kind) WHERE group_id IS NOT NULL DO NOTHING
 """
 
 
-def _latest(condition: str) -> str:
-    return (
-        f"(SELECT m.last_interacted_at FROM {FROM} WHERE m.community_id = $1 AND {READABLE} "
-        f"AND {condition} ORDER BY m.last_interacted_at DESC LIMIT 1)"
-    )
-
-
+# Each stream's newest activity is read like its first page (storage.messages: the first row of
+# each of its sources, through their indexes).
 LAST_ACTIVITY = (
     "CASE s.kind "
-    + " ".join(f"WHEN '{k}' THEN {_latest(STREAM_CONDITIONS[k])}" for k in STREAM_KINDS)
-    + f" WHEN 'group' THEN {_latest(group_condition('s.group_id'))} END"
+    + " ".join(f"WHEN '{k}' THEN {latest_sql(stream=k)}" for k in STREAM_KINDS)
+    + f" WHEN 'group' THEN {latest_sql(group='s.group_id')} END"
 )
 
 STREAM_COLUMNS = f"""

@@ -33,11 +33,11 @@ SELECT mt.message_id, t.name FROM message_topics mt JOIN topics t ON t.id = mt.t
 WHERE mt.message_id = ANY($1::bigint[]) AND mt.comment_id IS NULL
 ORDER BY mt.message_id, t.name
 """
-# Every topic of a thread (body and comments), by name.
-OF_THREAD = """
-SELECT DISTINCT t.name FROM message_topics mt JOIN topics t ON t.id = mt.topic_id
-WHERE mt.message_id = $1
-ORDER BY t.name
+# Topics of these comments ($2) of these messages ($1), by name.
+OF_COMMENTS = """
+SELECT mt.comment_id, t.name FROM message_topics mt JOIN topics t ON t.id = mt.topic_id
+WHERE mt.message_id = ANY($1::bigint[]) AND mt.comment_id = ANY($2::bigint[])
+ORDER BY mt.comment_id, t.name
 """
 
 
@@ -92,5 +92,12 @@ async def of_messages(conn: Conn, message_ids: Sequence[int]) -> dict[int, list[
     return out
 
 
-async def of_thread(conn: Conn, message_id: int) -> list[str]:
-    return [r["name"] for r in await conn.fetch(OF_THREAD, message_id)]
+async def of_comments(
+    conn: Conn, message_ids: Sequence[int], comment_ids: Sequence[int]
+) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    if not comment_ids:
+        return out
+    for row in await conn.fetch(OF_COMMENTS, list(set(message_ids)), list(comment_ids)):
+        out.setdefault(row["comment_id"], []).append(row["name"])
+    return out

@@ -56,13 +56,21 @@ RETURNING {BASIC}
 """
 
 BY_LOGIN = f"""
-SELECT {BASIC}, u.password_hash FROM users u
+SELECT {BASIC}, u.password_hash, u.session_epoch FROM users u
 WHERE u.community_id = $1 AND (lower(u.email) = lower($2) OR lower(u.username) = lower($2))
 ORDER BY lower(u.email) = lower($2) DESC
 LIMIT 1
 """
 
 BY_ID = f"SELECT {BASIC} FROM users u WHERE u.community_id = $1 AND u.id = $2"
+# the user a session cookie names, with the epoch the cookie must carry
+BY_SESSION = f"""
+SELECT {BASIC}, u.session_epoch FROM users u WHERE u.community_id = $1 AND u.id = $2
+"""
+NEXT_SESSION_EPOCH = """
+UPDATE users SET session_epoch = session_epoch + 1
+WHERE community_id = $1 AND id = $2 RETURNING session_epoch
+"""
 BY_IDS = f"SELECT {BASIC} FROM users u WHERE u.community_id = $1 AND u.id = ANY($2::bigint[])"
 BY_EMAILS = f"""
 SELECT {BASIC} FROM users u
@@ -175,6 +183,16 @@ async def by_login(conn: Conn, community_id: int, login: str) -> asyncpg.Record 
 
 async def by_id(conn: Conn, community_id: int, user_id: int) -> asyncpg.Record | None:
     return await conn.fetchrow(BY_ID, community_id, user_id)
+
+
+async def by_session(conn: Conn, community_id: int, user_id: int) -> asyncpg.Record | None:
+    return await conn.fetchrow(BY_SESSION, community_id, user_id)
+
+
+async def next_session_epoch(conn: Conn, community_id: int, user_id: int) -> int | None:
+    """End every session of the user issued so far; the new epoch (None: no such user)."""
+    value: int | None = await conn.fetchval(NEXT_SESSION_EPOCH, community_id, user_id)
+    return value
 
 
 async def by_ids(conn: Conn, community_id: int, ids: Sequence[int]) -> list[asyncpg.Record]:
@@ -298,3 +316,17 @@ async def password_hash_of(conn: Conn, user_id: int) -> str | None:
         "SELECT password_hash FROM users WHERE id = $1", user_id
     )
     return value
+
+
+# The central API host (a host serving no community): a login in every community at once.
+BY_LOGIN_EVERYWHERE = f"""
+SELECT DISTINCT ON (u.community_id) {BASIC}, u.password_hash FROM users u
+WHERE (lower(u.email) = lower($1) OR lower(u.username) = lower($1)) AND u.state = 'active'
+ORDER BY u.community_id, lower(u.email) = lower($1) DESC
+LIMIT 100
+"""
+
+
+async def by_login_everywhere(conn: Conn, login: str) -> list[asyncpg.Record]:
+    """The active user of each community with this e-mail address or username."""
+    return await conn.fetch(BY_LOGIN_EVERYWHERE, login)

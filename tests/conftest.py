@@ -11,7 +11,8 @@ from typing import Any
 
 import asyncpg
 import pytest
-from aiohttp.test_utils import TestClient
+from aiohttp import CookieJar
+from aiohttp.test_utils import TestClient, TestServer
 
 from app.config import Argon2Settings, Settings
 from app.main import create_app
@@ -129,7 +130,12 @@ async def client(
     aiohttp_client: Any, settings: Settings, query_log: QueryLog
 ) -> AsyncIterator[TestClient]:
     app = create_app(settings, query_observer=query_log.append)
-    yield await aiohttp_client(app)
+    server = TestServer(app)
+    await server.start_server()
+    # Communities have https base URLs, so the session cookie is Secure: the test server's
+    # plain-http origin is treated as secure, as a browser behind the TLS proxy would be.
+    jar = CookieJar(unsafe=True, treat_as_secure_origin=[server.make_url("/")])
+    yield await aiohttp_client(server, cookie_jar=jar)
 
 
 @pytest.fixture

@@ -166,10 +166,6 @@ async def upload_stream(
         raise
 
 
-async def _one(data: bytes) -> AsyncIterator[bytes]:
-    yield data
-
-
 async def store_file(
     pool: asyncpg.Pool,
     blobs: BlobStore,
@@ -179,11 +175,14 @@ async def store_file(
     max_bytes: int | None = None,
 ) -> asyncpg.Record:
     """An unclaimed attachment from a file that `read_params` decoded (e.g. `comment[attachment]`
-    or `remark[attachments][]`); claim it afterwards with claim_attachments."""
-    limit = max_bytes if max_bytes is not None else max(len(upload.data), 1)
+    or `remark[attachments][]`), streamed from its spooled copy; claim it afterwards with
+    claim_attachments."""
+    limit = max_bytes if max_bytes is not None else max(upload.size, 1)
+    if upload.size > limit:
+        raise too_large(limit)
     return await upload_stream(
         pool, blobs, viewer, filename=upload.filename, declared_type=upload.content_type,
-        chunks=_one(upload.data), max_bytes=limit,
+        chunks=upload.chunks(), max_bytes=limit,
     )
 
 
@@ -359,27 +358,45 @@ async def prune_unclaimed(
 # --- profile photos --------------------------------------------------------------------------
 
 
+async def avatar_image(upload: UploadedFile) -> ImageInfo:
+    """What the upload holds if it can be an avatar; else 422 on `user[profile_photo][data]`
+    (checked before a user is created with it, so a bad photo creates nobody)."""
+    image = sniff(await upload.head(SNIFF_BYTES))
+    if image is None or not image.thumbnailable:
+        raise Invalid.field(
+            "user[profile_photo][data]", "must be a PNG, JPEG, GIF, WebP, BMP or TIFF image"
+        )
+    return image
+
+
 async def store_avatar(
-    pool: asyncpg.Pool, blobs: BlobStore, viewer: Viewer, user_id: int, upload: UploadedFile
+    pool: asyncpg.Pool,
+    blobs: BlobStore,
+    viewer: Viewer,
+    user_id: int,
+    upload: UploadedFile,
+    *,
+    max_bytes: int | None = None,
 ) -> int:
     """`user[profile_photo][data]`: make the image the user's avatar (the user themselves or a
     community admin); the new attachment's id. The previous avatar is deleted. Not an image:
     422 on `user[profile_photo][data]`."""
     require_self_or_admin(viewer, user_id)
     await access_user(pool, viewer, user_id)
-    image = sniff(upload.data[:SNIFF_BYTES])
-    if image is None or not image.thumbnailable:
-        raise Invalid.field(
-            "user[profile_photo][data]", "must be a PNG, JPEG, GIF, WebP, BMP or TIFF image"
-        )
+    image = await avatar_image(upload)
     key = new_storage_key(viewer.community_id)
-    await blobs.put_bytes(key, upload.data, content_type=image.content_type)
+    try:
+        size = await blobs.put_stream(
+            key, upload.chunks(), content_type=image.content_type, max_bytes=max_bytes
+        )
+    except BlobTooLarge:
+        raise too_large(max_bytes or upload.size) from None
     try:
         async with transaction(pool) as conn:
             user = await access_user(conn, viewer, user_id)
             row = await attachments.insert(
                 conn, viewer.community_id, user_id, filename=sanitize_filename(upload.filename),
-                content_type=image.content_type, byte_size=len(upload.data), storage_key=key,
+                content_type=image.content_type, byte_size=size, storage_key=key,
                 width=image.width, height=image.height, subject_type="avatar",
                 subject_id=user_id,
             )

@@ -3,8 +3,9 @@
 Rules (decided): the chat of a group is for its members. A group the viewer may not see is a
 404; a visible group they don't belong to is a 403; a group without chat is a 422; posting into
 an archived group is a 403 (reading it stays possible). A message has a body, attachments or
-both. Posting counts the message unread for every other member and marks the chat read for its
-author; PATCH marks it read up to now. The `chat_message.created` event goes to `group:<id>`.
+both. Posting marks the chat read for its author (the others' unread counts are counted when
+read, so a post costs the same in any group size); PATCH marks it read up to now. The
+`chat_message.created` event goes to `group:<id>`.
 """
 
 from __future__ import annotations
@@ -100,7 +101,6 @@ async def post_chat_message(
             await attachment_actions.claim_attachments(
                 conn, viewer, list(attachment_ids), CHAT_SUBJECT, row["id"]
             )
-        await chat_messages.count_unread(conn, viewer.community_id, group["id"], viewer.id)
         await chat_messages.mark_read(conn, viewer.community_id, group["id"], viewer.id)
         rendered = (await render_chat_messages(conn, viewer, [row], base))[0]
         event = NewEvent(group_channel(group["id"]), "chat_message.created", rendered)

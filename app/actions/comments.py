@@ -24,9 +24,6 @@ from app.context import Viewer
 from app.errors import Forbidden, Invalid, NotFound
 from app.render.comments import comment
 from app.render.feed import FeedData
-from app.render.groups_short import recipient_group
-from app.render.messages import tag
-from app.render.users import recipient_user
 from realtime.hub import Hub
 from storage import attachments as attachment_storage
 from storage import comments as comment_storage
@@ -47,8 +44,8 @@ async def load_comments(
     base: str,
     likes_per_comment: int,
 ) -> FeedData:
-    """What comments of one thread show: their likes, users, links and attachments (4 queries
-    whatever their number)."""
+    """What comments of one thread show: their likes, users, links, attachments, recipients
+    and tags (at most 7 queries whatever their number)."""
     data = FeedData(base, viewer)
     if not rows:
         return data
@@ -57,10 +54,11 @@ async def load_comments(
         conn, viewer.id, [], ids, per_message=0, per_comment=likes_per_comment
     )
     user_ids = {c["user_id"] for c in rows} | {lk["user_id"] for lk in likes}
-    users = await user_storage.by_ids(conn, viewer.community_id, list(user_ids))
     resource_ids = {i for c in rows for i in c["external_resource_ids"] or ()}
     resources = await message_storage.resources(conn, viewer.community_id, list(resource_ids))
     files, media = await attachments_of(conn, base, "comment", ids)
+    await load_comment_recipients_and_tags(conn, viewer, rows, data, user_ids)
+    users = await user_storage.by_ids(conn, viewer.community_id, list(user_ids))
     data.users = {u["id"]: u for u in users}
     data.resources = {r["id"]: r for r in resources}
     data.attachments, data.media_files = files, media
@@ -69,6 +67,32 @@ async def load_comments(
         top.setdefault((lk["message_id"], lk["comment_id"]), []).append(lk)
     data.likes = top
     return data
+
+
+async def load_comment_recipients_and_tags(
+    conn: Conn, viewer: Viewer, comments: Sequence[asyncpg.Record], data: FeedData,
+    user_ids: set[int],
+) -> None:
+    """Fill data.comment_recipients and data.comment_tags (two queries, none without
+    comments); adds the recipient users to `user_ids` and loads the groups the caller has not
+    (one more query when a comment names a group)."""
+    if not comments:
+        return
+    message_ids = [c["message_id"] for c in comments]
+    comment_ids = [c["id"] for c in comments]
+    found = await message_storage.comment_recipients(conn, message_ids, comment_ids)
+    by_comment: dict[int, list[asyncpg.Record]] = {}
+    for r in found:
+        by_comment.setdefault(r["comment_id"], []).append(r)
+        if r["user_id"] is not None:
+            user_ids.add(r["user_id"])
+    data.comment_recipients = by_comment
+    data.comment_tags = await topic_storage.of_comments(conn, message_ids, comment_ids)
+    missing = {r["group_id"] for r in found if r["group_id"] is not None} - set(data.groups)
+    if missing:
+        groups = await message_storage.groups(
+            conn, viewer.community_id, viewer.id, viewer.is_external, list(missing))
+        data.groups = {**data.groups, **{g["id"]: g for g in groups}}
 
 
 async def render_comments(
@@ -98,27 +122,6 @@ async def render_comment(
 ) -> dict[str, Any]:
     message, row = await access_comment(conn, viewer, message_id, comment_id)
     return (await render_comments(conn, viewer, message, [row], base))[0]
-
-
-async def thread_recipients_and_tags(
-    conn: Conn, viewer: Viewer, base: str, message_id: int
-) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
-    """Everyone @mentioned or addressed in the thread (message and comments), and every tag
-    used in it: the extra keys of the comment create response."""
-    rows = await message_storage.thread_recipients(conn, message_id)
-    user_ids = [r["user_id"] for r in rows if r["user_id"] is not None]
-    group_ids = [r["group_id"] for r in rows if r["group_id"] is not None]
-    users = {u["id"]: u for u in await user_storage.by_ids(conn, viewer.community_id, user_ids)}
-    groups = {g["id"]: g for g in await message_storage.groups(
-        conn, viewer.community_id, viewer.id, viewer.is_external, group_ids)}
-    recipients: list[dict[str, Any]] = []
-    for r in rows:
-        if r["user_id"] is not None and r["user_id"] in users:
-            recipients.append(recipient_user(users[r["user_id"]], base))
-        elif r["group_id"] in groups and groups[r["group_id"]]["listed"]:
-            recipients.append(recipient_group(groups[r["group_id"]], base))
-    tags = [tag(name, base) for name in await topic_storage.of_thread(conn, message_id)]
-    return recipients, tags
 
 
 def _text(text: str | None, has_attachments: bool) -> str:

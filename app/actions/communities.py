@@ -6,7 +6,7 @@ import re
 
 import asyncpg
 
-from app.errors import Conflict, Invalid
+from app.errors import Conflict, Invalid, NotFound
 from app.passwords import Passwords
 from storage import badges, communities, meetings, users
 from storage.communities import Community
@@ -14,6 +14,13 @@ from storage.db import transaction
 
 ADMIN_EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+$")
 DOMAIN_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789.-")
+STREAM_NAMES = ("current", "classic")
+
+
+def _stream_names(value: str) -> str:
+    if value not in STREAM_NAMES:
+        raise Invalid.field("stream_names", "must be current or classic")
+    return value
 
 
 def default_base_url(domain: str) -> str:
@@ -32,7 +39,9 @@ async def create_community(
     admin_username: str = "admin",
     admin_first_name: str = "Community",
     admin_last_name: str = "Admin",
+    stream_names: str = "current",
 ) -> tuple[Community, asyncpg.Record]:
+    stream_names = _stream_names(stream_names)
     domain = domain.strip().lower()
     if not domain or not set(domain) <= DOMAIN_CHARS:
         raise Invalid.field("domain", "must be a host name")
@@ -48,7 +57,8 @@ async def create_community(
     try:
         async with transaction(pool) as conn:
             community = await communities.insert(
-                conn, name.strip(), domain, (base_url or default_base_url(domain)).rstrip("/")
+                conn, name.strip(), domain, (base_url or default_base_url(domain)).rstrip("/"),
+                stream_names,
             )
             admin = await users.insert(
                 conn, community.id, email=admin_email, username=admin_username,
@@ -60,3 +70,20 @@ async def create_community(
     except asyncpg.UniqueViolationError:
         raise Conflict(f"A community with domain {domain} already exists") from None
     return community, admin
+
+
+async def update_community(
+    pool: asyncpg.Pool, *, domain: str, stream_names: str | None = None
+) -> Community:
+    """The command line's update-community: today only the stream names. The request
+    resolver caches communities for a few seconds (app.tenancy), so a running server shows the
+    new names within that time."""
+    community = await communities.by_domain(pool, domain.strip())
+    if community is None:
+        raise NotFound(f"no community with domain {domain}")
+    if stream_names is not None:
+        updated = await communities.set_stream_names(
+            pool, community.domain, _stream_names(stream_names))
+        assert updated is not None
+        community = updated
+    return community

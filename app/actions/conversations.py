@@ -4,11 +4,13 @@ read state and hiding; rendering pages of them in a fixed number of queries.
 Rules (decisions, see also docs/conversations.md):
 - Members are named by e-mail, resolved in the viewer's community only; an unknown or
   deactivated address is a 422 naming it. The creator is always a member.
-- A conversation is private (one-to-one) when it has exactly one member besides the creator.
-  It stays one-to-one: adding members to it, or leaving it, is a 422 (start a new
-  conversation with everyone instead; hide it instead of leaving).
-- The same member set reuses the conversation that holds it (storage/conversations.py
-  member_set_key); its name is then left as it is, and the remark, if any, is appended.
+- `private` always follows the membership: true exactly when the conversation has two
+  members (decisions.md). Adding members to a one-to-one conversation makes it shared, and the
+  newcomers see its activities only from their joining on; leaving a shared one down to two
+  makes it private. Leaving a one-to-one conversation is a 422 (hide it instead).
+- The same member set reuses the most recently active conversation that holds it, however it
+  came to (storage/conversations.py member_set_key); its name is then left as it is, and the
+  remark, if any, is appended.
 - Hide and unhide apply to one-to-one conversations only (422 on a shared one); a new remark
   unhides a conversation for every member who hid it.
 - Events are appended as the last statements of the transaction and published after commit.
@@ -23,6 +25,7 @@ from typing import Any
 import asyncpg
 
 from app.access import access_conversation
+from app.actions.notifications import badge_changed
 from app.actions.remarks import (
     Remark,
     Uploads,
@@ -124,15 +127,12 @@ async def _summary_event(
                     conversation_summary(row, base, members))
 
 
-async def _rekey(conn: asyncpg.Connection, conversation_id: int, private: bool) -> None:
-    """Recompute the member-set key after the members changed."""
+async def _rekey(conn: asyncpg.Connection, conversation_id: int) -> None:
+    """After the members changed: the member-set key, and `private` from their number."""
     ids = await conversations.member_ids(conn, conversation_id)
+    private = len(ids) == 2
     key = conversations.member_set_key(private, ids) if ids else None
-    try:
-        async with conn.transaction():  # a savepoint: a concurrent taker of the key wins
-            await conversations.set_member_set_key(conn, conversation_id, key)
-    except asyncpg.UniqueViolationError:
-        await conversations.set_member_set_key(conn, conversation_id, None)
+    await conversations.set_member_set(conn, conversation_id, key, private)
 
 
 async def create_conversation(
@@ -164,6 +164,8 @@ async def create_conversation(
                                 "must name at least one other member")
         private = len(member_ids) == 2
         key = conversations.member_set_key(private, member_ids)
+        # two requests for one new member set must not both create it
+        await conversations.lock_member_set(conn, key)
         existing = await conversations.by_member_set_key(conn, viewer.community_id, key)
         created = None
         if existing is None:
@@ -171,9 +173,6 @@ async def create_conversation(
                 conn, viewer.community_id, name=name, private=private, key=key,
                 creator_id=viewer.id,
             )
-            if created is None:  # created meanwhile by a concurrent request
-                existing = await conversations.by_member_set_key(conn, viewer.community_id, key)
-                assert existing is not None
         if created is not None:
             conversation_id = int(created["id"])
             await conversations.add_members(conn, viewer.community_id, conversation_id,
@@ -237,12 +236,10 @@ async def add_members(
     async with transaction(pool) as conn:
         row = await access_conversation(conn, viewer, conversation_id, lock=True)
         found = await resolve_members(conn, viewer, emails, "members_emails")
-        if row["private"]:
-            raise Invalid(
-                "A one-to-one conversation keeps its two members: start a new conversation "
-                "with everyone instead",
-                fields={"members_emails": ["can't be added to a one-to-one conversation"]},
-            )
+        current = set(await conversations.member_ids(conn, conversation_id))
+        if row["private"] and {r["id"] for r in found} - current:
+            # it becomes shared: what the two said so far stays theirs
+            await conversations.close_private_history(conn, conversation_id)
         added = await conversations.add_members(
             conn, viewer.community_id, conversation_id, [r["id"] for r in found]
         )
@@ -257,7 +254,7 @@ async def add_members(
                 stored = await activities.by_id(conn, conversation_id, activity_id)
                 assert stored is not None
                 await conversations.record_activity(conn, conversation_id, stored)
-            await _rekey(conn, conversation_id, private=False)
+            await _rekey(conn, conversation_id)
             # subscribe first, so that the new members also receive what follows
             events.extend(
                 control_event(uid, subscribe=[conversation_channel(conversation_id)])
@@ -268,6 +265,9 @@ async def add_members(
                 {"conversation_id": conversation_id,
                  "users": [conversation_member(by_id[uid], base) for uid in added]},
             ))
+            if row["private"]:  # now shared
+                events.append(await _summary_event(
+                    conn, viewer, conversation_id, "conversation.updated", base))
         members = (await conversations.members_of(conn, [conversation_id]))[conversation_id]
         published = await event_store.append_events(conn, viewer.community_id, events)
     await hub.publish(published)
@@ -296,14 +296,19 @@ async def leave_conversation(
         assert stored is not None
         await conversations.record_activity(conn, conversation_id, stored)
         await conversations.remove_member(conn, conversation_id, viewer.id)
-        await _rekey(conn, conversation_id, private=False)
+        await _rekey(conn, conversation_id)
         events = [
             NewEvent(conversation_channel(conversation_id), "conversation.member_removed",
                      {"conversation_id": conversation_id,
                       "users": [conversation_member(me, base)]}),
-            # unsubscribe last, so that the leaver still sees their own removal
-            control_event(viewer.id, unsubscribe=[conversation_channel(conversation_id)]),
         ]
+        after = await conversations.by_id(conn, viewer.community_id, conversation_id)
+        if after is not None and after["private"]:  # down to two: now one-to-one
+            events.append(await _summary_event(
+                conn, viewer, conversation_id, "conversation.updated", base))
+        # unsubscribe last, so that the leaver still sees their own removal
+        events.append(
+            control_event(viewer.id, unsubscribe=[conversation_channel(conversation_id)]))
         published = await event_store.append_events(conn, viewer.community_id, events)
     await hub.publish(published)
 
@@ -311,12 +316,14 @@ async def leave_conversation(
 async def acknowledge(pool: asyncpg.Pool, viewer: Viewer, conversation_id: int) -> None:
     async with transaction(pool) as conn:
         await access_conversation(conn, viewer, conversation_id)
-        await conversations.acknowledge(conn, conversation_id, viewer.id)
+        if await conversations.acknowledge(conn, conversation_id, viewer.id):
+            await badge_changed(conn, viewer.community_id, viewer.id)
 
 
 async def acknowledge_all(pool: asyncpg.Pool, viewer: Viewer) -> None:
     async with transaction(pool) as conn:
-        await conversations.acknowledge_all(conn, viewer.community_id, viewer.id)
+        if await conversations.acknowledge_all(conn, viewer.community_id, viewer.id):
+            await badge_changed(conn, viewer.community_id, viewer.id)
 
 
 async def set_hidden(

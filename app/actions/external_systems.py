@@ -162,7 +162,7 @@ async def _store_photo(
     pool: asyncpg.Pool, blobs: BlobStore, viewer: Viewer, upload: UploadedFile, max_bytes: int
 ) -> asyncpg.Record:
     """The upload as an unclaimed attachment of the viewer's (claimed in the transaction)."""
-    image = sniff(upload.data[:SNIFF_BYTES])
+    image = sniff(await upload.head(SNIFF_BYTES))
     if image is None or not image.thumbnailable:
         raise Invalid.field(
             "external_system[profile_photo][data]",

@@ -108,7 +108,8 @@ async def load_feed(
     limits: Limits = Limits(),
 ) -> FeedData:
     """Everything the messages `rows` show, whatever their number: one query each for shared
-    messages, comments, likes (of messages and comments), recipients, users, groups, tags,
+    messages, comments, likes (of messages and comments), recipients and tags (of messages,
+    and of comments when there are any), users, groups,
     external resources, attachments (of messages and comments at once), and polls; then the
     thanks announcements among them (app.actions.thanks_extensions: four queries when there
     are thanks messages). The queries whose list of ids is empty are not run (no shared
@@ -134,12 +135,21 @@ async def load_feed(
         per_message=limits.likes, per_comment=limits.comment_likes,
     )
     recipients = await message_storage.recipients(conn, every_ids)
+    # whom each comment addresses and its tags (no query without comments)
+    comment_recipients = await message_storage.comment_recipients(
+        conn, [c["message_id"] for c in comments], comment_ids
+    )
+    comment_tags = await topic_storage.of_comments(
+        conn, [c["message_id"] for c in comments], comment_ids
+    )
     user_ids = {r["user_id"] for r in every}
     user_ids.update(c["user_id"] for c in comments)
     user_ids.update(lk["user_id"] for lk in likes)
     user_ids.update(r["user_id"] for r in recipients if r["user_id"] is not None)
+    user_ids.update(r["user_id"] for r in comment_recipients if r["user_id"] is not None)
     group_ids = {r["group_id"] for r in every if r["group_id"] is not None}
     group_ids.update(r["group_id"] for r in recipients if r["group_id"] is not None)
+    group_ids.update(r["group_id"] for r in comment_recipients if r["group_id"] is not None)
     resource_ids = {i for r in every for i in r["external_resource_ids"] or ()}
     resource_ids.update(i for c in comments for i in c["external_resource_ids"] or ())
 
@@ -165,6 +175,11 @@ async def load_feed(
     for r in recipients:
         by_message.setdefault(r["message_id"], []).append(r)
     data.recipients = by_message
+    by_comment: dict[int, list[asyncpg.Record]] = {}
+    for r in comment_recipients:
+        by_comment.setdefault(r["comment_id"], []).append(r)
+    data.comment_recipients = by_comment
+    data.comment_tags = comment_tags
     data.tags = tags
     data.resources = {r["id"]: r for r in resources}
     data.attachments = attachments

@@ -15,8 +15,11 @@ from storage import streams as stream_storage
 from storage.db import transaction
 
 
-async def list_streams(pool: asyncpg.Pool, viewer: Viewer, base: str) -> list[dict[str, Any]]:
-    """System streams in their fixed order, then group streams by group name (4 queries)."""
+async def list_streams(
+    pool: asyncpg.Pool, viewer: Viewer, base: str, stream_names: str = "current"
+) -> list[dict[str, Any]]:
+    """System streams in their fixed order, then group streams by group name (4 queries).
+    `stream_names`: the community's ('current' or 'classic')."""
     async with transaction(pool) as conn:
         await stream_storage.ensure(conn, viewer.community_id, viewer.id, viewer.is_external)
         rows = await stream_storage.of_viewer(
@@ -25,16 +28,18 @@ async def list_streams(pool: asyncpg.Pool, viewer: Viewer, base: str) -> list[di
         group_ids = [r["group_id"] for r in rows if r["group_id"] is not None]
         groups = {g["id"]: g for g in await message_storage.groups(
             conn, viewer.community_id, viewer.id, viewer.is_external, group_ids)}
-    return [stream(r, base, groups.get(r["group_id"])) for r in rows]
+    return [stream(r, base, groups.get(r["group_id"]), stream_names) for r in rows]
 
 
-async def primary_stream(pool: asyncpg.Pool, viewer: Viewer, base: str) -> dict[str, Any] | None:
+async def primary_stream(
+    pool: asyncpg.Pool, viewer: Viewer, base: str, stream_names: str = "current"
+) -> dict[str, Any] | None:
     """The Home stream, or None for an external contributor who belongs to no group."""
     if viewer.is_external and not await stream_storage.belongs_to_a_group(
         pool, viewer.community_id, viewer.id
     ):
         return None
-    for item in await list_streams(pool, viewer, base):
+    for item in await list_streams(pool, viewer, base, stream_names):
         if item["default"]:
             return item
     return None

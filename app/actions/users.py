@@ -3,19 +3,31 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
 from app.access import access_user, require_admin, require_self_or_admin
+from app.actions.group_events import publish
 from app.context import Viewer
 from app.errors import Conflict, Forbidden, Invalid
 from app.passwords import Passwords
 from app.render.users import full_user
+from realtime.events import (
+    CLOSE_CREDENTIALS_CHANGED,
+    CLOSE_DEACTIVATED,
+    Event,
+    close_event,
+)
+from realtime.hub import Hub
 from storage import custom_fields, memberships, users
+from storage import events as event_store
 from storage.db import transaction
+
+PasswordCheck = Callable[[int, str], Awaitable[None]]
+"""Confirms (user id, current password) or raises: 403 when wrong, 429 when throttled."""
 
 ROLES = ("member", "tenant_admin", "external_contributor")
 ROLE_ALIASES = {"admin": "tenant_admin", "external": "external_contributor"}
@@ -45,6 +57,7 @@ class UserFields:
     first_name: str | None = None
     last_name: str | None = None
     password: str | None = None
+    current_password: str | None = None
     title: str | None = None
     company_login: str | None = None
     manager_id: int | None = None
@@ -220,12 +233,57 @@ async def create_user(
     return row
 
 
+@dataclass(frozen=True)
+class Updated:
+    row: asyncpg.Record
+    session_epoch: int | None = None
+    """The user's new session epoch when the password changed (every earlier session ended)."""
+
+
+async def _confirm_own_change(
+    pool: asyncpg.Pool,
+    passwords: Passwords,
+    viewer: Viewer,
+    fields: UserFields,
+    confirm: PasswordCheck | None,
+) -> None:
+    """Changing one's own e-mail or password needs the current password (someone holding only
+    a session, or a borrowed unlocked browser, must not take the account over)."""
+    changes_email = False
+    if fields.email is not None:
+        me = await users.by_id(pool, viewer.community_id, viewer.id)
+        changes_email = me is not None and _check_email(fields.email).lower() != me["email"].lower()
+    if fields.password is None and not changes_email:
+        return
+    if not fields.current_password:
+        raise Invalid.field("user[current_password]", "can't be blank",
+                            "Current password is needed to change the e-mail or password")
+    if confirm is not None:
+        await confirm(viewer.id, fields.current_password)
+        return
+    stored = await users.password_hash_of(pool, viewer.id)
+    if not await passwords.verify(viewer.id, stored, fields.current_password):
+        raise Forbidden("Current password is wrong")
+
+
 async def update_user(
-    pool: asyncpg.Pool, passwords: Passwords, viewer: Viewer, user_id: int, fields: UserFields
-) -> asyncpg.Record:
-    if viewer.id != user_id:
+    pool: asyncpg.Pool,
+    passwords: Passwords,
+    viewer: Viewer,
+    user_id: int,
+    fields: UserFields,
+    *,
+    hub: Hub | None = None,
+    confirm: PasswordCheck | None = None,
+) -> Updated:
+    """`confirm` checks the current password of a user changing their own e-mail or password
+    (the view's check also throttles guesses); without it the password is verified here."""
+    own = viewer.id == user_id
+    if not own:
         await access_user(pool, viewer, user_id)  # another community's user is a 404, not a 403
     require_self_or_admin(viewer, user_id)
+    if own:
+        await _confirm_own_change(pool, passwords, viewer, fields, confirm)
     changes: dict[str, Any] = {}
     if fields.role is not None:
         role = normalize_role(fields.role)
@@ -250,6 +308,8 @@ async def update_user(
         changes["contact_info"] = fields.contact_info
     if fields.password is not None:
         changes["password_hash"] = await passwords.hash(_check_password(fields.password))
+    epoch: int | None = None
+    events: list[Event] = []
     try:
         async with transaction(pool) as conn:
             current = await access_user(conn, viewer, user_id)
@@ -263,17 +323,29 @@ async def update_user(
                 await _keep_an_admin(conn, viewer.community_id, user_id)
             row = await users.update(conn, viewer.community_id, user_id, changes)
             assert row is not None
-            if "email" in changes and changes["email"].lower() != current["email"].lower():
+            if (
+                not own  # a user changing their own address never claims an invitation to it
+                and "email" in changes
+                and changes["email"].lower() != current["email"].lower()
+            ):
                 await memberships.accept_invitations(
                     conn, viewer.community_id, user_id, changes["email"]
                 )
             if fields.custom_fields:
                 await _apply_custom_fields(conn, viewer, user_id, fields.custom_fields)
+            if "password_hash" in changes:
+                # every session issued so far ends, and every open socket closes (last step:
+                # append_events locks the community's event counter until commit)
+                epoch = await users.next_session_epoch(conn, viewer.community_id, user_id)
+                events = await event_store.append_events(conn, viewer.community_id, [
+                    close_event(user_id, CLOSE_CREDENTIALS_CHANGED, "password changed"),
+                ])
     except asyncpg.UniqueViolationError as exc:
         raise _conflict(exc) from None
     if "password_hash" in changes:
-        passwords.forget_all()
-    return row
+        passwords.forget_user(user_id)
+        await publish(hub, events)
+    return Updated(row, epoch)
 
 
 async def _keep_an_admin(conn: asyncpg.Connection, community_id: int, user_id: int) -> None:
@@ -290,7 +362,16 @@ async def _keep_an_admin(conn: asyncpg.Connection, community_id: int, user_id: i
                       fields={"user": ["is the last active admin"]})
 
 
-async def deactivate_user(pool: asyncpg.Pool, viewer: Viewer, user_id: int) -> asyncpg.Record:
+async def deactivate_user(
+    pool: asyncpg.Pool,
+    viewer: Viewer,
+    user_id: int,
+    *,
+    hub: Hub | None = None,
+    passwords: Passwords | None = None,
+) -> asyncpg.Record:
+    """Deactivate: their sessions end (new epoch) and their open sockets close with 4003 on
+    every process (a close event through the hub) at once."""
     async with transaction(pool) as conn:
         current = await access_user(conn, viewer, user_id)
         require_admin(viewer)
@@ -298,4 +379,11 @@ async def deactivate_user(pool: asyncpg.Pool, viewer: Viewer, user_id: int) -> a
             await _keep_an_admin(conn, viewer.community_id, user_id)
         row = await users.set_state(conn, viewer.community_id, user_id, "inactive")
         assert row is not None
+        await users.next_session_epoch(conn, viewer.community_id, user_id)
+        events = await event_store.append_events(conn, viewer.community_id, [
+            close_event(user_id, CLOSE_DEACTIVATED, "deactivated"),
+        ])
+    if passwords is not None:
+        passwords.forget_user(user_id)
+    await publish(hub, events)
     return row

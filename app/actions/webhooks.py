@@ -127,14 +127,14 @@ def decode_data_uri(value: str, max_bytes: int) -> UploadedFile:
     if not data:
         raise Invalid.field(ATTACHMENT, "is empty")
     extension = mimetypes.guess_extension(content_type, strict=False) or ""
-    return UploadedFile(f"attachment{extension}", content_type, data)
+    return UploadedFile.from_bytes(f"attachment{extension}", content_type, data)
 
 
 def attachment_of(value: Any, max_bytes: int) -> UploadedFile | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, UploadedFile):
-        if len(value.data) > max_bytes:
+        if value.size > max_bytes:
             raise too_large(max_bytes)
         return value
     if isinstance(value, str):

@@ -1,4 +1,6 @@
-"""Comments (key order exactly keys.md "Comment", 17 keys)."""
+"""Comments: the 17 keys of keys.md "Comment" in their order, then what interface.md lists
+and the captured payloads lack, in the interface's order: recipients (whom the comment
+addresses), watchable, watch, tags (the comment's own #tags) (decisions.md)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,13 @@ from app.access import may_comment, may_delete_comment, may_edit_comment, may_li
 from app.render.feed import FeedData
 from app.render.likes import like_of
 from app.render.times import iso
-from app.urls import comment_permalink, comment_url
+from app.urls import comment_permalink, comment_url, topic_url
 
 Row = Mapping[str, Any]
+
+
+def tag(name: str, base: str) -> dict[str, str]:
+    return {"name": name, "url": topic_url(base, name)}
 
 
 def external_resource(row: Row) -> dict[str, Any]:
@@ -58,4 +64,9 @@ def comment(row: Row, message: Row, data: FeedData) -> dict[str, Any]:
         "likes": [like_of(lk, data) for lk in likes],
         "likes_count": row["likes_count"],
         "thumbnail_url": None,
+        "recipients": data.render_recipients(data.comment_recipients.get(row["id"], ())),
+        # nothing is watched in Commons (as on messages)
+        "watchable": False,
+        "watch": None,
+        "tags": [tag(name, base) for name in data.comment_tags.get(row["id"], ())],
     }

@@ -15,6 +15,7 @@ from typing import Any
 
 from app.render.avatars import system_avatars
 from app.render.meetings import iso_time
+from storage.communities import Community
 
 Row = Mapping[str, Any]
 
@@ -37,6 +38,13 @@ FEATURES = {
     "external_systems": True,
     "webhooks": True,
 }
+
+
+def community_summary(community: Community) -> dict[str, Any]:
+    """The `community` of GET /api/userinfo (decisions.md). Commons keeps no community-wide
+    default profile photo (each default avatar is the system one), so its id is null."""
+    return {"id": community.id, "name": community.name, "domain": community.domain,
+            "default_profile_photo_id": None}
 
 
 def community_info(row: Row, *, attachment_max_bytes: int) -> dict[str, Any]:

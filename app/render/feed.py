@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.context import Viewer
-from app.render.groups_short import short_group
-from app.render.users import embedded_user, like_user
+from app.render.groups_short import recipient_group, short_group
+from app.render.users import embedded_user, like_user, recipient_user
 
 Row = Mapping[str, Any]
 Subject = tuple[str, int]  # ("message" | "comment", id)
@@ -25,6 +25,9 @@ class FeedData:
     # message id -> message-level recipient rows (user_id or group_id), in order
     recipients: Mapping[int, list[Row]] = field(default_factory=dict)
     tags: Mapping[int, list[str]] = field(default_factory=dict)
+    # comment id -> whom the comment addresses (user_id or group_id rows), and its tags
+    comment_recipients: Mapping[int, list[Row]] = field(default_factory=dict)
+    comment_tags: Mapping[int, list[str]] = field(default_factory=dict)
     resources: Mapping[int, Row] = field(default_factory=dict)
     # rendered attachments and media files of each subject
     attachments: Mapping[Subject, list[dict[str, Any]]] = field(default_factory=dict)
@@ -64,4 +67,19 @@ class FeedData:
         out = self._short_groups.get(group_id)
         if out is None:
             out = self._short_groups[group_id] = short_group(self.groups[group_id], self.base)
+        return out
+
+    def render_recipients(self, rows: Sequence[Row]) -> list[dict[str, Any]]:
+        """Recipient users and groups of these recipient rows (user_id or group_id)."""
+        out: list[dict[str, Any]] = []
+        for r in rows:
+            if r["user_id"] is not None:
+                user = self.users.get(r["user_id"])
+                if user is not None:
+                    out.append(recipient_user(user, self.base))
+            else:
+                group = self.groups.get(r["group_id"])
+                # a group the viewer may not even see is left out (never leak its name)
+                if group is not None and group["listed"]:
+                    out.append(recipient_group(group, self.base))
         return out

@@ -11,14 +11,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.access import may_comment, may_edit_message, may_like
-from app.render.comments import comment, external_resources
+from app.render.comments import comment, external_resources, tag
 from app.render.feed import FeedData
-from app.render.groups_short import recipient_group
 from app.render.likes import like_of
 from app.render.polls import poll
 from app.render.times import epoch, iso
-from app.render.users import recipient_user
-from app.urls import message_permalink, message_url, topic_url
+from app.urls import message_permalink, message_url
 
 Row = Mapping[str, Any]
 
@@ -46,23 +44,8 @@ def source(source_id: str | None, base: str) -> dict[str, str] | None:
     return out
 
 
-def tag(name: str, base: str) -> dict[str, str]:
-    return {"name": name, "url": topic_url(base, name)}
-
-
 def _recipients(row: Row, data: FeedData) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for r in data.recipients.get(row["id"], ()):
-        if r["user_id"] is not None:
-            user = data.users.get(r["user_id"])
-            if user is not None:
-                out.append(recipient_user(user, data.base))
-        else:
-            group = data.groups.get(r["group_id"])
-            # a group the viewer may not even see is left out (never leak its name)
-            if group is not None and group["listed"]:
-                out.append(recipient_group(group, data.base))
-    return out
+    return data.render_recipients(data.recipients.get(row["id"], ()))
 
 
 def message(row: Row, data: FeedData, *, shared: bool = False) -> dict[str, Any]:

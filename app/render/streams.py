@@ -15,6 +15,10 @@ from storage.streams import SYSTEM_NAMES
 
 Row = Mapping[str, Any]
 
+# A community with stream_names 'classic' serves these two names instead (decisions.md: older
+# real clients look streams up by "Home Stream" and "Company Stream"); the others unchanged.
+CLASSIC_NAMES = {"home": "Home Stream", "company": "Company Stream"}
+
 
 def new_updates(row: Row) -> bool:
     activity = row["last_activity"]
@@ -23,9 +27,18 @@ def new_updates(row: Row) -> bool:
     return row["last_read_at"] is None or activity > row["last_read_at"]
 
 
-def stream(row: Row, base: str, group: Row | None = None) -> dict[str, Any]:
+def system_name(kind: str, stream_names: str) -> str | None:
+    if stream_names == "classic" and kind in CLASSIC_NAMES:
+        return CLASSIC_NAMES[kind]
+    return SYSTEM_NAMES.get(kind)
+
+
+def stream(
+    row: Row, base: str, group: Row | None = None, stream_names: str = "current"
+) -> dict[str, Any]:
     kind = row["kind"]
-    name = group["name"] if group is not None else SYSTEM_NAMES.get(kind, row["name"])
+    name = group["name"] if group is not None else (
+        system_name(kind, stream_names) or row["name"])
     out: dict[str, Any] = {
         "id": row["id"],
         "name": name,

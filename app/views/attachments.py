@@ -13,7 +13,6 @@ from app.access import access_user
 from app.actions import attachments as actions
 from app.context import REQUEST_ID, community_of, viewer_of
 from app.errors import (
-    BadRequest,
     Forbidden,
     Invalid,
     NotFound,
@@ -25,6 +24,7 @@ from app.params import LOOSE, page_of, parse, path_id, read_params
 from app.render.attachments import attachment, content_url, is_image
 from app.resources import blobs_of, pool_of, settings_of
 from app.responses import created, json_response
+from app.uploads import clean_header, multipart_reader, next_part, read_chunk
 from storage import attachments
 from storage.blobs import CHUNK_SIZE, BlobNotFound, BlobStore, content_disposition
 
@@ -53,21 +53,8 @@ def _is_upload_field(name: str | None) -> bool:
 
 
 async def _part_chunks(part: BodyPartReader) -> AsyncIterator[bytes]:
-    while True:
-        try:
-            chunk = await part.read_chunk(CHUNK_SIZE)
-        except ValueError as exc:
-            raise BadRequest("Malformed multipart body") from exc
-        if not chunk:
-            return
+    while chunk := await read_chunk(part, CHUNK_SIZE):
         yield chunk
-
-
-async def _next_part(reader: MultipartReader) -> BodyPartReader | MultipartReader | None:
-    try:
-        return await reader.next()
-    except ValueError as exc:
-        raise BadRequest("Malformed multipart body") from exc
 
 
 async def _skip(part: BodyPartReader | MultipartReader, budget: int) -> int:
@@ -95,19 +82,16 @@ async def upload_attachment(request: web.Request) -> web.Response:
     length = request.content_length
     if length is not None and length > max_bytes + MULTIPART_SLACK:
         raise actions.too_large(max_bytes)
-    try:
-        reader = await request.multipart()
-    except ValueError as exc:
-        raise BadRequest("Malformed multipart body") from exc
+    reader = await multipart_reader(request)
     budget = MULTIPART_SLACK  # for the other fields
-    while (part := await _next_part(reader)) is not None:
+    while (part := await next_part(reader)) is not None:
         if isinstance(part, BodyPartReader) and part.filename is not None \
-                and _is_upload_field(part.name):
+                and _is_upload_field(clean_header(part.name or "")):
             row = await actions.upload_stream(
                 pool_of(request), blobs_of(request), viewer,
                 # browsers send `"` as %22; some clients percent-encode the whole name
-                filename=unquote(part.filename),
-                declared_type=part.headers.get(hdrs.CONTENT_TYPE),
+                filename=unquote(clean_header(part.filename)),
+                declared_type=clean_header(part.headers.get(hdrs.CONTENT_TYPE, "")) or None,
                 chunks=_part_chunks(part), max_bytes=max_bytes,
             )
             return created({"attachment": attachment(row, community_of(request).base_url)})

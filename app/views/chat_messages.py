@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from aiohttp import web
 from pydantic import BaseModel, Field
 
 from app.actions import chat_messages as actions
 from app.context import community_of, viewer_of
-from app.errors import BadRequest
-from app.params import LOOSE, IdList, page_of, param_id, parse, path_id, read_params
+from app.params import LOOSE, IdList, page_of, parse, path_id, query_id, read_params, since_param
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response, no_content
 
@@ -34,16 +31,6 @@ class ChatListQuery(BaseModel):
     per_page: int | None = None
 
 
-def _since(raw: object) -> datetime | None:
-    """`since`: Unix epoch seconds (as everywhere in the API)."""
-    if raw is None or raw == "":
-        return None
-    try:
-        return datetime.fromtimestamp(int(str(raw).strip()), tz=UTC)
-    except (ValueError, OverflowError, OSError):
-        raise BadRequest("since must be a Unix timestamp in seconds") from None
-
-
 async def create_chat_message(request: web.Request) -> web.Response:
     group_id = path_id(request, "group_id")
     body = await parse(request, ChatMessageBody)
@@ -62,7 +49,7 @@ async def list_chat_messages(request: web.Request) -> web.Response:
     page = page_of(params)
     rendered = await actions.list_chat_messages(
         pool_of(request), viewer_of(request), group_id, community_of(request).base_url,
-        before_id=param_id(params, "before"), since=_since(params.get("since")),
+        before_id=query_id(params, "before"), since=since_param(params.get("since")),
         offset=page.offset, limit=page.limit,
     )
     return json_response({"chat_messages": rendered})

@@ -1,8 +1,8 @@
 """Comments of a message.
 
-POST answers 201 {"comment": <Comment>, "recipients": [...], "tags": [...]}: the comment in the
-one Comment shape every response uses, then (top level) everyone @mentioned or addressed in the
-thread and every tag used in it. Lists are oldest first and take page, per_page and
+POST answers 201 {"comment": <Comment>} and nothing else at the top level (decisions.md:
+single-root clients take the id from it); the comment carries its recipients and tags.
+Lists are oldest first and take page, per_page and
 likes_limit (likes per comment, 0..500, default 100).
 """
 
@@ -75,8 +75,7 @@ async def create_comment(request: web.Request) -> web.Response:
     )
     async with pool.acquire() as conn:
         rendered = await actions.render_comment(conn, viewer, base, message_id, comment_id)
-        recipients, tags = await actions.thread_recipients_and_tags(conn, viewer, base, message_id)
-    return created({"comment": rendered, "recipients": recipients, "tags": tags})
+    return created({"comment": rendered})
 
 
 async def list_comments(request: web.Request) -> web.Response:

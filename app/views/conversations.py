@@ -206,7 +206,8 @@ async def list_activities(request: web.Request) -> web.Response:
     pool = pool_of(request)
     viewer = viewer_of(request)
     row = await access_conversation(pool, viewer, path_id(request, "conversation_id"))
-    rows = await activities.page(pool, row["id"], page.offset, page.limit)
+    rows = await activities.page(pool, row["id"], page.offset, page.limit,
+                                 row["visible_from_activity_id"])
     rendered = await render_activities(pool, viewer, rows, community_of(request).base_url)
     return json_response({"activities": rendered})
 
@@ -218,7 +219,8 @@ async def show_activity(request: web.Request) -> web.Response:
         pool, viewer, path_id(request, "conversation_id")
     )
     row = await activities.by_id(pool, conversation["id"], path_id(request, "id"))
-    if row is None:
+    # one added to a one-to-one conversation does not see what the two said before
+    if row is None or row["id"] < conversation["visible_from_activity_id"]:
         raise NotFound("Activity not found")
     rendered = await render_activities(pool, viewer, [row], community_of(request).base_url)
     return json_response({"activity": rendered[0]})

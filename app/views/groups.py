@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, model_validator
 from app.access import access_group, access_user
 from app.actions import groups as actions
 from app.context import community_of, viewer_of
-from app.params import LOOSE, OptionalId, Page, page_of, parse, path_id, read_params
+from app.params import LOOSE, OptionalId, Page, QueryFlag, page_of, parse, path_id, read_params
 from app.render.groups import full_group
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response, no_content
@@ -70,9 +70,9 @@ class GroupUpdateBody(BaseModel):
 
 class GroupListQuery(BaseModel):
     model_config = LOOSE
-    can_join_only: bool = False
-    can_request_membership_only: bool = False
-    include_private_requestable_groups: bool = False
+    can_join_only: QueryFlag = False
+    can_request_membership_only: QueryFlag = False
+    include_private_requestable_groups: QueryFlag = False
     q: str = Field("", max_length=500)
     user_id: OptionalId = None
     page: int | None = None

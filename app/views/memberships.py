@@ -27,7 +27,17 @@ from app.actions import memberships as actions
 from app.actions.users import full_users
 from app.context import Viewer, community_of, viewer_of
 from app.errors import Forbidden
-from app.params import LOOSE, OptionalId, OptionalStr, as_list, page_of, parse, path_id, read_params
+from app.params import (
+    LOOSE,
+    OptionalId,
+    OptionalStr,
+    QueryFlag,
+    as_list,
+    page_of,
+    parse,
+    path_id,
+    read_params,
+)
 from app.render.groups import (
     group_membership,
     invitation,
@@ -90,15 +100,15 @@ class RemoveMemberQuery(BaseModel):
 class MembersQuery(BaseModel):
     model_config = LOOSE
     role: Role = "member"
-    separate_roles: bool = False
-    send_user_presence: bool = False
+    separate_roles: QueryFlag = False
+    send_user_presence: QueryFlag = False
     page: int | None = None
     per_page: int | None = None
 
 
 class MembershipsQuery(BaseModel):
     model_config = LOOSE
-    separate_roles: bool = False
+    separate_roles: QueryFlag = False
     page: int | None = None
     per_page: int | None = None
 

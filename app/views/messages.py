@@ -30,11 +30,12 @@ from app.params import (
     parse,
     path_id,
     read_params,
+    since_param,
 )
 from app.render.messages import created_message
-from app.render.times import from_epoch
 from app.resources import blobs_of, hub_of, pool_of
 from app.responses import created, json_response, no_content
+from storage import external_systems
 from storage import messages as message_storage
 from storage import streams as stream_storage
 from storage import topics as topic_storage
@@ -232,9 +233,7 @@ def _narrowed(scope: MessageQuery, query: MessageListQuery, **extra: Any) -> Mes
     """The scope plus the filters every list takes (since, tag) and `extra` fields."""
     changes: dict[str, Any] = dict(extra)
     if query.since is not None:
-        if query.since < 0:
-            raise BadRequest("since must be a Unix timestamp")
-        changes["since"] = from_epoch(query.since)
+        changes["since"] = since_param(query.since)
     if query.tag is not None:
         changes["topic"] = topic_storage.normalize(query.tag)
     return replace(scope, **changes)
@@ -243,34 +242,40 @@ def _narrowed(scope: MessageQuery, query: MessageListQuery, **extra: Any) -> Mes
 # --- lists -----------------------------------------------------------------------------------
 
 
-async def list_messages(request: web.Request) -> web.Response:
-    """GET /api/messages: the Home stream, or the stream_id one; `tag` alone searches the
-    company's messages with that topic; user_id / external_system_id alone narrow the
-    company's messages to that author / system."""
-    query = await _list_query(request)
-    params = await read_params(request)
-    viewer = viewer_of(request)
-    pool = pool_of(request)
-    first = page_of(params).page == 1
-    if query.stream_id is not None:
-        async with pool.acquire() as conn:
-            stream = await access_stream(conn, viewer, query.stream_id)
-            if first:
-                await stream_storage.mark_read(conn, viewer.community_id, viewer.id, stream["id"])
-        scope = query_of_stream(stream)
-    elif query.tag is not None or query.user_id is not None \
-            or query.external_system_id is not None:
-        scope = MessageQuery(stream="company")
-    else:
-        scope = MessageQuery(stream="home", sticky_first=True)
-        if first:
-            await stream_storage.mark_kind_read(pool, viewer.community_id, viewer.id, "home")
+def _narrowing(query: MessageListQuery) -> dict[str, Any]:
+    """`user_id` and `external_system_id` narrow every message list (decisions.md)."""
     extra: dict[str, Any] = {}
     if query.user_id is not None:
         extra["author_id"] = query.user_id
     if query.external_system_id is not None:
         extra["external_system_id"] = query.external_system_id
-    return await _respond_with(request, query, scope, extra)
+    return extra
+
+
+async def list_messages(request: web.Request) -> web.Response:
+    """GET /api/messages: the Home stream, or the stream_id one; `tag` overrides stream_id (the
+    Company stream's messages with that topic); user_id / external_system_id narrow the chosen
+    stream, or alone every readable message to that author / system."""
+    query = await _list_query(request)
+    params = await read_params(request)
+    viewer = viewer_of(request)
+    pool = pool_of(request)
+    first = page_of(params).page == 1
+    if query.tag is not None:
+        scope = MessageQuery(stream="company")
+    elif query.stream_id is not None:
+        async with pool.acquire() as conn:
+            stream = await access_stream(conn, viewer, query.stream_id)
+            if first:
+                await stream_storage.mark_read(conn, viewer.community_id, viewer.id, stream["id"])
+        scope = query_of_stream(stream)
+    elif query.user_id is not None or query.external_system_id is not None:
+        scope = MessageQuery()
+    else:
+        scope = MessageQuery(stream="home", sticky_first=True)
+        if first:
+            await stream_storage.mark_kind_read(pool, viewer.community_id, viewer.id, "home")
+    return await _respond_with(request, query, scope, _narrowing(query))
 
 
 async def _respond_with(
@@ -292,9 +297,12 @@ async def stream_messages(request: web.Request) -> web.Response:
     stream_id = path_id(request, "stream_id")
     async with pool_of(request).acquire() as conn:
         stream = await access_stream(conn, viewer, stream_id)
-        if page_of(await read_params(request)).page == 1:
+        if query.tag is None and page_of(await read_params(request)).page == 1:
             await stream_storage.mark_read(conn, viewer.community_id, viewer.id, stream["id"])
-    return await _respond_with(request, query, query_of_stream(stream), {})
+    # `tag` overrides stream_id (interface.md), the path's too: the stream must still be one
+    # the viewer has, and is then not marked read
+    scope = MessageQuery(stream="company") if query.tag is not None else query_of_stream(stream)
+    return await _respond_with(request, query, scope, _narrowing(query))
 
 
 async def group_messages(request: web.Request) -> web.Response:
@@ -316,27 +324,37 @@ async def group_messages(request: web.Request) -> web.Response:
 async def _stream_param_scope(
     request: web.Request, query: MessageListQuery
 ) -> MessageQuery:
-    if query.stream_id is None:
-        return MessageQuery(stream="company")
+    """The stream_id stream, else every message the viewer may read (an author's or a system's
+    messages are theirs even when the system keeps out of the Company stream)."""
+    if query.stream_id is None or query.tag is not None:  # tag overrides stream_id
+        return MessageQuery()
     async with pool_of(request).acquire() as conn:
         return await _stream_query(conn, viewer_of(request), query.stream_id)
 
 
 async def user_messages(request: web.Request) -> web.Response:
-    """GET /api/users/:user_id/messages: what the user posted (that the viewer may read)."""
+    """GET /api/users/:user_id/messages: what the user posted (that the viewer may read),
+    narrowed by stream_id, external_system_id, since and tag."""
     query = await _list_query(request)
     user = await access_user(pool_of(request), viewer_of(request), path_id(request, "user_id"))
     scope = await _stream_param_scope(request, query)
-    return await _respond_with(request, query, scope, {"author_id": user["id"]})
+    return await _respond_with(request, query, scope,
+                               {**_narrowing(query), "author_id": user["id"]})
 
 
 async def external_system_messages(request: web.Request) -> web.Response:
     """GET /api/external_systems/:external_system_id/messages: messages posted by the system
-    (matched on messages.external_system_id)."""
+    (matched on messages.external_system_id), narrowed by stream_id, user_id, since and tag."""
     query = await _list_query(request)
     system_id = path_id(request, "external_system_id")
+    if await external_systems.by_id(
+        pool_of(request), viewer_of(request).community_id, system_id
+    ) is None:
+        # another community's system (or none): a 404, not an empty list that confirms the id
+        raise NotFound("External system not found")
     scope = await _stream_param_scope(request, query)
-    return await _respond_with(request, query, scope, {"external_system_id": system_id})
+    return await _respond_with(request, query, scope,
+                               {**_narrowing(query), "external_system_id": system_id})
 
 
 async def search_messages(request: web.Request) -> web.Response:

@@ -19,21 +19,27 @@ from app.config import Settings
 from app.context import viewer_of
 from app.errors import BadRequest
 from app.resources import hub_of, pool_of, settings_of
-from realtime.websocket import RealtimeSettings, parse_since, serve_realtime
+from realtime.events import CLOSE_DEACTIVATED
+from realtime.websocket import RealtimeSettings, Refused, parse_since, serve_realtime
 from storage import realtime_channels
 from storage.events import MAX_ID
 
 
 @functools.lru_cache(maxsize=8)
-def _realtime_settings(heartbeat: float, queue_frames: int) -> RealtimeSettings:
+def _realtime_settings(
+    heartbeat: float, queue_frames: int, queue_bytes: int
+) -> RealtimeSettings:
     # One object shared by every socket of the process (each connection keeps a reference).
-    return RealtimeSettings(heartbeat=heartbeat, max_queue_frames=queue_frames)
+    return RealtimeSettings(
+        heartbeat=heartbeat, max_queue_frames=queue_frames, max_queue_bytes=queue_bytes
+    )
 
 
 def realtime_settings(settings: Settings) -> RealtimeSettings:
     """The websocket settings the app's configuration asks for."""
     return _realtime_settings(
-        float(settings.realtime_heartbeat_seconds), int(settings.realtime_queue_frames)
+        float(settings.realtime_heartbeat_seconds), int(settings.realtime_queue_frames),
+        int(settings.realtime_queue_bytes),
     )
 
 
@@ -60,7 +66,12 @@ async def realtime(request: web.Request) -> web.StreamResponse:
     community_id, user_id = viewer.community_id, viewer.id
 
     async def load_channels() -> list[str]:
-        return await realtime_channels.channels_of_user(pool, community_id, user_id)
+        # Read after the socket has its place in the event stream: a deactivation committed
+        # before is seen here, one committed after arrives as its close event.
+        channels = await realtime_channels.channels_if_active(pool, community_id, user_id)
+        if channels is None:
+            raise Refused(CLOSE_DEACTIVATED, "deactivated")
+        return channels
 
     return await serve_realtime(
         request,

@@ -12,15 +12,17 @@ from app.responses import json_response
 
 
 async def list_streams(request: web.Request) -> web.Response:
+    community = community_of(request)
     rendered = await actions.list_streams(
-        pool_of(request), viewer_of(request), community_of(request).base_url
+        pool_of(request), viewer_of(request), community.base_url, community.stream_names
     )
     return json_response({"streams": rendered})
 
 
 async def primary_stream(request: web.Request) -> web.Response:
+    community = community_of(request)
     home = await actions.primary_stream(
-        pool_of(request), viewer_of(request), community_of(request).base_url
+        pool_of(request), viewer_of(request), community.base_url, community.stream_names
     )
     if home is None:
         return json_response(True, status=404)

@@ -26,8 +26,17 @@ from app.actions import thanks as actions
 from app.actions.messages import render_messages
 from app.context import community_of, viewer_of
 from app.errors import BadRequest, Invalid, NotFound
-from app.params import LOOSE, IdList, OptionalId, PageParam, page_of, parse, path_id, read_params
-from app.render.times import from_epoch
+from app.params import (
+    LOOSE,
+    IdList,
+    OptionalId,
+    PageParam,
+    page_of,
+    parse,
+    path_id,
+    read_params,
+    since_param,
+)
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response
 from app.views.messages import MessageListQuery, limits_of
@@ -91,14 +100,13 @@ async def create_thanks(request: web.Request) -> web.Response:
 async def _list(request: web.Request, recipient_id: int | None) -> web.Response:
     query: ThanksListQuery = await _query(request, ThanksListQuery)
     page = page_of(await read_params(request))
-    if query.since is not None and query.since < 0:
-        raise BadRequest("since must be a Unix timestamp")
+    since = since_param(query.since)
     viewer = viewer_of(request)
     async with pool_of(request).acquire() as conn:
         rows = await thanks_storage.list_thanks(
             conn, viewer.community_id, viewer.id, viewer.is_external,
             recipient_id=recipient_id if recipient_id is not None else query.user_id,
-            since=from_epoch(query.since) if query.since is not None else None,
+            since=since,
             offset=page.offset, limit=page.limit,
         )
         rendered = await actions.render_thanks_rows(

@@ -27,8 +27,7 @@ from app.actions import topics as actions
 from app.actions.users import full_users
 from app.context import Viewer, community_of, viewer_of
 from app.errors import BadRequest, Invalid, NotFound
-from app.params import LOOSE, PageParam, page_of, parse, read_params
-from app.render.times import from_epoch
+from app.params import LOOSE, PageParam, page_of, parse, read_params, since_param
 from app.render.topics import tag, topic
 from app.resources import pool_of
 from app.responses import created, json_response
@@ -96,8 +95,7 @@ async def show_topic(request: web.Request) -> web.Response:
     except Invalid as exc:  # a non-number where a number belongs cannot be parsed: 400
         raise BadRequest(*exc.messages, fields=exc.fields) from None
     page = page_of(await read_params(request))
-    if query.since is not None and query.since < 0:
-        raise BadRequest("since must be a Unix timestamp")
+    since = since_param(query.since)
     viewer = viewer_of(request)
     base = community_of(request).base_url
     pool = pool_of(request)
@@ -105,7 +103,7 @@ async def show_topic(request: web.Request) -> web.Response:
         row = await actions.access_topic(conn, viewer, _raw_id(request, "topic_id"))
     scope = MessageQuery(
         stream="company", topic=row["name"],
-        since=from_epoch(query.since) if query.since is not None else None,
+        since=since,
     )
     result = await message_actions.list_messages(
         pool, viewer, base, scope, page=page.page, per_page=page.per_page,

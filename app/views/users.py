@@ -7,9 +7,10 @@ from typing import Annotated, Any
 from aiohttp import web
 from pydantic import BaseModel, BeforeValidator, Field
 
+from app import authentication
 from app.access import access_user
 from app.actions import users as actions
-from app.actions.attachments import store_avatar
+from app.actions.attachments import avatar_image, store_avatar
 from app.context import community_of, viewer_of
 from app.errors import NotFound
 from app.params import (
@@ -22,7 +23,7 @@ from app.params import (
     path_id,
     read_params,
 )
-from app.resources import PASSWORDS, blobs_of, pool_of
+from app.resources import PASSWORDS, blobs_of, hub_of, pool_of
 from app.responses import created, json_response
 from storage import users
 
@@ -40,6 +41,7 @@ class UserParams(BaseModel):
     email: str | None = Field(None, max_length=254)
     username: str | None = Field(None, max_length=60)
     password: str | None = Field(None, max_length=1024)
+    current_password: str | None = Field(None, max_length=1024)
     title: str | None = Field(None, max_length=200)
     company_login: str | None = Field(None, max_length=200)
     manager_id: Annotated[int | None, BeforeValidator(_manager)] = None
@@ -122,24 +124,44 @@ async def show_by_company_login(request: web.Request) -> web.Response:
     return json_response({"user": (await _render_rows(request, [row]))[0]})
 
 
+async def _profile_photo(request: web.Request) -> UploadedFile | None:
+    """`user[profile_photo][data]` sent as a multipart file, on create as on update."""
+    photo = ((await read_params(request)).get("user") or {}).get("profile_photo")
+    upload = photo.get("data") if isinstance(photo, dict) else None
+    return upload if isinstance(upload, UploadedFile) else None
+
+
 async def create_user(request: web.Request) -> web.Response:
     body = await parse(request, UserCreateBody)
+    upload = await _profile_photo(request)
+    if upload is not None:
+        await avatar_image(upload)  # a bad photo is a 422 that creates nobody
     row = await actions.create_user(
         pool_of(request), request.app[PASSWORDS], viewer_of(request), body.user.to_fields()
     )
+    if upload is not None:
+        await store_avatar(pool_of(request), blobs_of(request), viewer_of(request), row["id"],
+                           upload)
     return created({"user": await _render_one(request, row["id"])})
 
 
 async def update_user(request: web.Request) -> web.Response:
     user_id = path_id(request, "user_id")
     body = await parse(request, UserUpdateBody)
-    await actions.update_user(
-        pool_of(request), request.app[PASSWORDS], viewer_of(request), user_id,
-        body.user.to_fields(),
+    viewer = viewer_of(request)
+
+    async def confirm(uid: int, password: str) -> None:
+        await authentication.confirm_password(request, uid, password)
+
+    updated = await actions.update_user(
+        pool_of(request), request.app[PASSWORDS], viewer, user_id, body.user.to_fields(),
+        hub=hub_of(request), confirm=confirm,
     )
-    photo = ((await read_params(request)).get("user") or {}).get("profile_photo")
-    upload = photo.get("data") if isinstance(photo, dict) else None
-    if isinstance(upload, UploadedFile):
+    if updated.session_epoch is not None and viewer.id == user_id:
+        # the session that changed the password goes on; every other one has ended
+        await authentication.keep_own_session(request, user_id, updated.session_epoch)
+    upload = await _profile_photo(request)
+    if upload is not None:
         await store_avatar(pool_of(request), blobs_of(request), viewer_of(request), user_id,
                            upload)
     return json_response({"user": await _render_one(request, user_id)})
@@ -147,7 +169,10 @@ async def update_user(request: web.Request) -> web.Response:
 
 async def deactivate_user(request: web.Request) -> web.Response:
     user_id = path_id(request, "user_id")
-    await actions.deactivate_user(pool_of(request), viewer_of(request), user_id)
+    await actions.deactivate_user(
+        pool_of(request), viewer_of(request), user_id, hub=hub_of(request),
+        passwords=request.app[PASSWORDS],
+    )
     return json_response({"user": await _render_one(request, user_id)})
 
 

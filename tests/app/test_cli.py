@@ -179,3 +179,47 @@ async def test_seed_demo_fills_users_groups_and_messages(
                                    "--users", "3")
     assert code == 0, err
     assert len((await api.get("/api/users", params={"per_page": "100"})).json["users"]) == 16
+
+
+async def test_stream_names_classic_on_create_and_update_community(
+    aiohttp_client: Any, settings: Settings, fresh_database_url: str, api_client: TestClient
+) -> None:
+    """Older real clients look streams up by "Home Stream" and "Company Stream"."""
+    code, out, err = await commons(
+        fresh_database_url, "create-community", "--name", "Old", "--domain", "old.example",
+        "--admin-email", "boss@old.example", "--admin-password", "tps reports!",
+        "--stream-names", "classic",
+    )
+    assert code == 0, err
+    assert json.loads(out)["stream_names"] == "classic"
+    boss = Api(api_client, "old.example").as_user("boss@old.example", "tps reports!")
+    streams = await boss.get("/api/streams.json")
+    assert [s["name"] for s in streams.json["streams"]] == [
+        "Home Stream", "@Mentions", "Bookmarked", "Sent", "Company Stream"]
+    primary = await boss.get("/api/streams/primary")
+    assert primary.json["stream"]["name"] == "Home Stream"
+
+    code, out, err = await commons(
+        fresh_database_url, "update-community", "--domain", "OLD.example",
+        "--stream-names", "current",
+    )
+    assert code == 0, err
+    assert json.loads(out)["stream_names"] == "current"
+    # a fresh server (a running one sees it once its short community cache expires)
+    fresh = await aiohttp_client(
+        create_app(dataclasses.replace(settings, database_url=fresh_database_url)))
+    boss = Api(fresh, "old.example").as_user("boss@old.example", "tps reports!")
+    streams = await boss.get("/api/streams")
+    assert [s["name"] for s in streams.json["streams"]] == [
+        "Home", "@Mentions", "Bookmarked", "Sent", "Company"]
+
+    code, _, err = await commons(
+        fresh_database_url, "update-community", "--domain", "nowhere.example",
+        "--stream-names", "classic",
+    )
+    assert code == 1 and "no community with domain nowhere.example" in err
+    code, _, err = await commons(
+        fresh_database_url, "update-community", "--domain", "old.example",
+        "--stream-names", "modern",
+    )
+    assert code == 2 and "invalid choice" in err

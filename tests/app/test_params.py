@@ -139,19 +139,19 @@ def test_parse_id_accepts_slugs() -> None:
 # --- read_params through a real HTTP request --------------------------------------------------
 
 
-def _plain(value: Any) -> Any:
+async def _plain(value: Any) -> Any:
     if isinstance(value, UploadedFile):
         return {"filename": value.filename, "content_type": value.content_type,
-                "data": value.data.decode()}
+                "data": (await value.read()).decode()}
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: await _plain(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [await _plain(v) for v in value]
     return value
 
 
 async def _echo(request: web.Request) -> web.Response:
-    return json_response(_plain(await read_params(request)))
+    return json_response(await _plain(await read_params(request)))
 
 
 async def _boom(request: web.Request) -> web.Response:
@@ -243,7 +243,8 @@ def _is_error(body: Any, code: str) -> None:
         (b"[1, 2]", "application/json", 400, "bad_request"),
         (b'"text"', "application/json", 400, "bad_request"),
         (b"\xff\xfe=1", "application/x-www-form-urlencoded", 400, "bad_request"),
-        (b"<a/>", "application/xml", 415, "unsupported_media_type"),
+        (b"<a>", "application/xml", 400, "bad_request"),
+        (b"abc", "application/yaml", 415, "unsupported_media_type"),
         (b"abc", "application/octet-stream", 415, "unsupported_media_type"),
         (("a" + "[b]" * 20 + "=1").encode(), "application/x-www-form-urlencoded", 400,
          "bad_request"),
@@ -384,7 +385,7 @@ async def test_json_suffix_on_each_kind_of_route(world: World) -> None:
 async def test_unknown_path_is_a_json_404(world: World) -> None:
     admin = await world.community()
     for api in (admin.api, admin.api.anonymous()):
-        for path in ("/api/nope", "/api/users/1/nope", "/nothing", "/api/users.xml"):
+        for path in ("/api/nope", "/api/users/1/nope", "/nothing", "/api/users.yaml"):
             resp = await api.get(path)
             assert resp.status == 404, path
             assert resp.headers["Content-Type"].startswith("application/json")
@@ -420,8 +421,8 @@ async def test_error_bodies_of_the_real_endpoints(world: World) -> None:
         (admin.api, "PATCH", "/api/users", {}, 405, "method_not_allowed"),
         (admin.api, "POST", "/api/users", {"json": {"user": {"email": bob.email}}}, 409,
          "conflict"),
-        (admin.api, "POST", "/api/users", {"data": b"<user/>",
-                                           "headers": {"Content-Type": "text/xml"}},
+        (admin.api, "POST", "/api/users", {"data": b"user: {}",
+                                           "headers": {"Content-Type": "application/yaml"}},
          415, "unsupported_media_type"),
         (admin.api, "POST", "/api/users", {"json": {"user": {"email": "nope"}}}, 422,
          "validation_failed"),

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import importlib.util
 import json
 import os
 import re
@@ -206,9 +205,6 @@ async def test_two_processes_behind_the_shipped_nginx(
             assert resp.status == 201, await resp.text()
 
 
-@pytest.mark.xfail(importlib.util.find_spec("app.proxy") is None,
-                   reason="the client address behind a proxy comes with app/proxy.py "
-                          "(issue 8, defect 4), not merged yet", strict=True)
 async def test_the_client_address_is_the_one_nginx_saw(
     world: World, stack: tuple[Nginx, list[ServerProcess]], http: aiohttp.ClientSession
 ) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
 import socket
 from typing import Any
 
@@ -276,6 +278,57 @@ async def test_slow_reader_is_disconnected_and_resumes(
     )
 
 
+async def _never_reading_client(port: int, path: str) -> socket.socket:
+    """A websocket client that completes the handshake and then never reads again, with a
+    small receive buffer of its own (so what piles up does so on the server's side)."""
+    loop = asyncio.get_running_loop()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+    sock.setblocking(False)
+    await loop.sock_connect(sock, ("127.0.0.1", port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    await loop.sock_sendall(sock, (
+        f"GET {path} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    ).encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += await loop.sock_recv(sock, 1)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return sock
+
+
+async def test_a_reader_that_never_reads_is_cut_after_about_the_bound(
+    aiohttp_client: Any, make_app: Any, make_hub: Any, rt_pool: asyncpg.Pool, commit: Any
+) -> None:
+    """The bound counts bytes waiting in the process, and the kernel's send buffer in front of
+    the socket is capped: a client that never reads is cut after about the bound, not after
+    the megabytes an autotuned send buffer would swallow first (issue 8, defect 14)."""
+    hub = await make_hub("local")
+    bound = 256 * 1024
+    settings = RealtimeSettings(max_queue_frames=1_000_000, max_queue_bytes=bound)
+    app, connections = make_app(hub, rt_pool, settings)
+    client = await aiohttp_client(app)
+    assert client.port is not None
+    sock = await _never_reading_client(client.port, "/rt-conn?user=7&channel=c")
+    try:
+        for _ in range(1000):  # until the socket is live
+            if connections and connections[0].channels == {"c", "user:7"}:
+                break
+            await asyncio.sleep(0.01)
+        payload = "x" * 16_000
+        published = 0
+        async with asyncio.timeout(60):
+            while not connections[0].closing:
+                await commit(hub, 1, NewEvent("c", "remark.created", {"body": payload}))
+                published += len(payload)
+                await asyncio.sleep(0.001)
+        # the bound, plus the kernel's capped buffers on both ends and asyncio's write buffer
+        assert published < bound + 640 * 1024, published
+    finally:
+        sock.close()
+
+
 async def test_redis_connection_killed_socket_misses_nothing(
     aiohttp_client: Any,
     make_app: Any,
@@ -331,3 +384,22 @@ def test_parse_since() -> None:
     for bad in ("/rt?since=abc", "/rt?since=-1"):
         with pytest.raises(ValueError):
             parse_since(make_mocked_request("GET", bad))
+
+
+def test_replay_leaves_out_what_a_channel_carried_before_joining_it() -> None:
+    """Added to a one-to-one conversation while away: its earlier remarks are not replayed."""
+    from realtime.events import CONTROL_EVENT, Event
+    from realtime.websocket import joined_only
+
+    def ev(i: int, channel: str, name: str = "remark.created", **data: object) -> Event:
+        return Event(i, 1, channel, name, dict(data))
+
+    replay = [
+        ev(1, "conversation:5", text="just us"),
+        ev(2, "user:7", name="notification.created"),
+        ev(3, "user:7", name=CONTROL_EVENT, subscribe=["conversation:5"], unsubscribe=[]),
+        ev(4, "conversation:5", name="conversation.member_added"),
+        ev(5, "conversation:9", text="an old channel of theirs"),
+    ]
+    assert [e.id for e in joined_only(replay, "user:7")] == [2, 3, 4, 5]
+    assert joined_only(replay[:2], "user:7") == replay[:2]

@@ -684,7 +684,7 @@ async def test_store_file_makes_an_unclaimed_attachment(world: World, blobs: Blo
     admin = await world.community()
     viewer = Viewer(admin.id, admin.community.id, "tenant_admin")
     row = await actions.store_file(
-        world.pool, blobs, viewer, UploadedFile("my pic.png", "image/png", png(64, 32))
+        world.pool, blobs, viewer, UploadedFile.from_bytes("my pic.png", "image/png", png(64, 32))
     )
     assert (row["filename"], row["content_type"], row["width"], row["height"]) == (
         "my_pic.png", "image/png", 64, 32
@@ -721,7 +721,7 @@ async def test_store_avatar_sets_and_replaces_the_profile_photo(
     bob = await world.user(admin, "Bob")
     carol = await world.user(admin, "Carol")
     bob_viewer = Viewer(bob.id, admin.community.id, "member")
-    photo = UploadedFile("me.png", "image/png", png(300, 200))
+    photo = UploadedFile.from_bytes("me.png", "image/png", png(300, 200))
     first = await actions.store_avatar(world.pool, blobs, bob_viewer, bob.id, photo)
 
     shown = (await carol.api.get(f"/api/users/{bob.id}")).json["user"]
@@ -752,12 +752,12 @@ async def test_store_avatar_refuses_others_and_non_images(world: World, blobs: B
     bob = await world.user(admin, "Bob")
     carol = await world.user(admin, "Carol")
     carol_viewer = Viewer(carol.id, admin.community.id, "member")
-    photo = UploadedFile("me.png", "image/png", png(10, 10))
+    photo = UploadedFile.from_bytes("me.png", "image/png", png(10, 10))
     with pytest.raises(Forbidden):
         await actions.store_avatar(world.pool, blobs, carol_viewer, bob.id, photo)
     with pytest.raises(Invalid) as caught:
         await actions.store_avatar(world.pool, blobs, carol_viewer, carol.id,
-                                   UploadedFile("me.png", "image/png", b"not an image"))
+                                   UploadedFile.from_bytes("me.png", "image/png", b"not an image"))
     assert list(caught.value.fields or {}) == ["user[profile_photo][data]"]
     other_admin = Viewer(other.id, other.community.id, "tenant_admin")
     with pytest.raises(NotFound):  # another community's user
@@ -770,7 +770,8 @@ async def test_deleting_an_avatar_resets_the_profile_photo(world: World, blobs: 
     bob = await world.user(admin, "Bob")
     viewer = Viewer(bob.id, admin.community.id, "member")
     avatar_id = await actions.store_avatar(
-        world.pool, blobs, viewer, bob.id, UploadedFile("me.png", "image/png", png(50, 50))
+        world.pool, blobs, viewer, bob.id,
+        UploadedFile.from_bytes("me.png", "image/png", png(50, 50)),
     )
     assert (await bob.api.delete(f"/api/attachments/{avatar_id}")).status == 200
     avatars = (await bob.api.get(f"/api/users/{bob.id}")).json["user"]["avatars"]

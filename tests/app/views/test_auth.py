@@ -4,9 +4,18 @@ throttling."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
+from typing import Any
 
-from tests.support import PASSWORD, World
+from aiohttp.test_utils import TestClient
+
+from app.actions.communities import create_community
+from app.config import Settings
+from app.main import create_app
+from app.passwords import Passwords
+from app.resources import POOL
+from tests.support import PASSWORD, Api, World
 
 
 async def test_userinfo_with_email_or_username(world: World) -> None:
@@ -119,3 +128,104 @@ async def test_tenancy_credentials_of_one_community_do_not_work_in_another(
     b = await world.community("Beta")
     cross = b.api.as_user(a.email)
     assert (await cross.get("/api/userinfo")).status == 401
+
+
+async def test_userinfo_carries_the_community_last_for_sync_photos(world: World) -> None:
+    """The original command-line client's sync_photos reads
+    user.community.default_profile_photo_id from GET /api/userinfo.json."""
+    admin = await world.community("Acme")
+    resp = await admin.api.get("/api/userinfo.json")
+    assert resp.status == 200
+    user = resp.json["user"]
+    assert list(user)[-1] == "community"
+    assert user["community"] == {"id": admin.community.id, "name": "Acme",
+                                 "domain": admin.community.domain,
+                                 "default_profile_photo_id": None}
+
+
+async def _behind_proxy(aiohttp_client: Any, settings: Settings, **changes: Any) -> World:
+    app = create_app(dataclasses.replace(settings, trust_forwarded=True, **changes))
+    client: TestClient = await aiohttp_client(app)
+    return World(app[POOL], Passwords(settings.argon2), client)
+
+
+async def test_rotating_a_forged_forwarded_for_gives_no_extra_guesses(
+    aiohttp_client: Any, settings: Settings
+) -> None:
+    """Issue 8, defect 4: behind nginx the first X-Forwarded-For entry is the client's own."""
+    world = await _behind_proxy(aiohttp_client, settings)
+    admin = await world.community()
+    await _start_of_a_fresh_minute()
+    wrong = admin.api.as_user(admin.email, "nope nope")
+    for n in range(10):
+        forged = {"X-Forwarded-For": f"10.9.{n}.1, 198.51.100.20"}  # nginx appended the last
+        assert (await wrong.get("/api/userinfo", headers=forged)).status == 401
+    rotated = {"X-Forwarded-For": "10.9.99.1, 198.51.100.20"}
+    assert (await wrong.get("/api/userinfo", headers=rotated)).status == 429
+    # another real client address has its own bucket
+    elsewhere = {"X-Forwarded-For": "10.9.99.1, 198.51.100.21"}
+    assert (await admin.api.get("/api/userinfo", headers=elsewhere)).status == 200
+
+
+async def test_email_and_username_of_one_user_share_one_bucket(world: World) -> None:
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    await _start_of_a_fresh_minute()
+    logins = [bob.email, bob.username, bob.email.upper(), bob.username.upper()]
+    for n in range(10):
+        wrong = bob.api.as_user(logins[n % len(logins)], "nope nope")
+        assert (await wrong.get("/api/userinfo")).status == 401
+    for login in logins:
+        assert (await bob.api.as_user(login).get("/api/userinfo")).status == 429
+    form = await bob.api.anonymous().post(
+        "/api/authentication", json={"email": bob.username, "password": PASSWORD})
+    assert form.status == 429
+
+
+def _session_cookie(headers: Any) -> str:
+    cookies = [c for c in headers.getall("Set-Cookie", []) if c.startswith("commons_session=")]
+    assert len(cookies) == 1, cookies
+    return str(cookies[0])
+
+
+async def test_session_cookie_is_secure_behind_https(
+    aiohttp_client: Any, settings: Settings
+) -> None:
+    """Issue 8, defect 5: Secure with a trusted X-Forwarded-Proto: https or an https base URL,
+    never from a client's own claim."""
+    world = await _behind_proxy(aiohttp_client, settings)
+    community, admin_row = await create_community(
+        world.pool, world.passwords, name="Plain", domain="plain.example",
+        base_url="http://plain.example", admin_email="admin@plain.example",
+        admin_password=PASSWORD, admin_username="plainadmin",
+    )
+    api = Api(world.client, community.domain)
+    credentials = {"email": admin_row["email"], "password": PASSWORD}
+
+    async def cookie_of(headers: dict[str, str]) -> str:
+        resp = await api.post("/api/authentication", json=credentials, headers=headers)
+        assert resp.status == 200, resp.text
+        return _session_cookie(resp.headers)
+
+    assert "secure" in (await cookie_of({"X-Forwarded-Proto": "https"})).lower()
+    plain = (await cookie_of({"X-Forwarded-Proto": "http"})).lower()
+    assert "secure" not in plain and "httponly" in plain
+    # the client's own value, left of what nginx set, is not trusted
+    assert "secure" not in (await cookie_of({"X-Forwarded-Proto": "https, http"})).lower()
+    https_admin = await world.community("Tls")  # default base URL: https://<domain>
+    resp = await https_admin.api.anonymous().post(
+        "/api/authentication", json={"email": https_admin.email, "password": PASSWORD})
+    assert "secure" in _session_cookie(resp.headers).lower()
+
+
+async def test_forwarded_proto_is_ignored_without_a_trusted_proxy(world: World) -> None:
+    community, admin_row = await create_community(
+        world.pool, world.passwords, name="Plain", domain="plain2.example",
+        base_url="http://plain2.example", admin_email="admin@plain2.example",
+        admin_password=PASSWORD, admin_username="plain2admin",
+    )
+    resp = await Api(world.client, community.domain).post(
+        "/api/authentication", json={"email": admin_row["email"], "password": PASSWORD},
+        headers={"X-Forwarded-Proto": "https"})
+    assert resp.status == 200
+    assert "secure" not in _session_cookie(resp.headers).lower()

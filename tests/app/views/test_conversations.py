@@ -92,17 +92,18 @@ async def test_member_set_key_follows_the_members(world: World) -> None:
     assert (await start(dan, ann, bob, cy))["id"] == abd["id"]
     # abd lost its old set: {ann, bob, dan} makes a new conversation
     assert (await start(ann, bob, dan))["id"] not in (abc["id"], abd["id"])
-    # Cy leaves abc: {ann, bob} is not a one-to-one, so a new pair conversation is made
+    # Cy leaves abc: {ann, bob} is now a one-to-one, reused as one (decisions.md)
     assert (await cy.api.delete(f"/api/conversations/{abc['id']}/members/me")).status == 204
     pair = await start(ann, bob)
-    assert pair["id"] != abc["id"] and pair["private"] is True
-    # and abc, now {ann, bob, cy...} no more: re-adding Cy makes it reusable again
+    assert pair["id"] == abc["id"] and pair["private"] is True
+    # re-adding Cy makes it shared and reusable for {ann, bob, cy} again
     await ann.api.post(f"/api/conversations/{abc['id']}/members",
                        json={"members_emails": cy.email})
-    assert (await start(cy, ann, bob))["id"] == abc["id"]
+    again = await start(cy, ann, bob)
+    assert again["id"] == abc["id"] and again["private"] is False
 
 
-async def test_member_set_collision_keeps_the_older_conversation(world: World) -> None:
+async def test_member_set_held_twice_reuses_the_most_recently_active(world: World) -> None:
     admin = await world.community()
     ann, bob, cy, dan = [await world.user(admin, n) for n in ("Ann", "Bob", "Cy", "Dan")]
     abcd = await start(ann, bob, cy, dan)
@@ -110,7 +111,10 @@ async def test_member_set_collision_keeps_the_older_conversation(world: World) -
     resp = await ann.api.post(f"/api/conversations/{abc['id']}/members",
                               json={"members_emails": dan.email})
     assert resp.status == 201
-    assert (await start(ann, bob, cy, dan))["id"] == abcd["id"]
+    # abc's join is the newest activity of the two
+    assert (await start(ann, bob, cy, dan, text=None))["id"] == abc["id"]
+    await say(bob, abcd["id"], "newer here")
+    assert (await start(ann, bob, cy, dan, text=None))["id"] == abcd["id"]
 
 
 async def test_create_validation(world: World) -> None:
@@ -237,17 +241,43 @@ async def test_members_list_add_and_leave(world: World) -> None:
     assert latest["latest_activity"]["actor"]["id"] == cy.id
 
 
-async def test_one_to_one_keeps_its_two_members(world: World) -> None:
+async def test_private_follows_the_membership(world: World) -> None:
+    """decisions.md: adding to a one-to-one makes it shared, and the newcomer sees only what
+    comes from their joining on; leaving down to two makes it private again."""
     admin = await world.community()
-    ann, bob, cy = [await world.user(admin, n) for n in ("Ann", "Bob", "Cy")]
-    pair = await start(ann, bob)
-    add = await ann.api.post(f"/api/conversations/{pair['id']}/members",
+    ann, bob, cy, dan = [await world.user(admin, n) for n in ("Ann", "Bob", "Cy", "Dan")]
+    pair = await start(ann, bob, text="just us")
+    pid = pair["id"]
+    secret = (await ann.api.get(f"/api/conversations/{pid}/activities")).json["activities"][0]
+    # leaving a one-to-one is still refused (hide it instead)
+    assert (await ann.api.delete(f"/api/conversations/{pid}/members/me")).status == 422
+    add = await ann.api.post(f"/api/conversations/{pid}/members",
                              json={"members_emails": cy.email})
-    assert add.status == 422
-    leave = await ann.api.delete(f"/api/conversations/{pair['id']}/members/me")
-    assert leave.status == 422
-    members = await ann.api.get(f"/api/conversations/{pair['id']}/members")
-    assert [u["id"] for u in members.json["users"]] == [ann.id, bob.id]
+    assert add.status == 201, add.text
+    assert [u["id"] for u in add.json["users"]] == [ann.id, bob.id, cy.id]
+    shared = (await ann.api.get(f"/api/conversations/{pid}")).json["conversation"]
+    assert shared["private"] is False
+    await say(bob, pid, "welcome Cy")
+    seen_by_cy = (await cy.api.get(f"/api/conversations/{pid}/activities")).json["activities"]
+    assert (seen_by_cy[0]["verb"], seen_by_cy[0]["object"]["content"]) == ("post", "welcome Cy")
+    assert "just us" not in [a["object"]["content"] for a in seen_by_cy]
+    assert (await cy.api.get(f"/api/conversations/{pid}/activities/{secret['id']}")).status == 404
+    seen_by_ann = (await ann.api.get(f"/api/conversations/{pid}/activities")).json["activities"]
+    assert "just us" in [a["object"]["content"] for a in seen_by_ann]
+    assert (await ann.api.get(f"/api/conversations/{pid}/activities/{secret['id']}")).status == 200
+    # hide and unhide now apply to it no more
+    assert (await ann.api.put(f"/api/conversations/{pid}/hide")).status == 422
+    # the next newcomer does not see the one-to-one past either
+    await ann.api.post(f"/api/conversations/{pid}/members", json={"members_emails": dan.email})
+    seen_by_dan = (await dan.api.get(f"/api/conversations/{pid}/activities")).json["activities"]
+    assert "just us" not in [a["object"]["content"] for a in seen_by_dan]
+    # down to two again: private, and reused for that pair
+    assert (await dan.api.delete(f"/api/conversations/{pid}/members/me")).status == 204
+    assert (await cy.api.delete(f"/api/conversations/{pid}/members/me")).status == 204
+    back = (await bob.api.get(f"/api/conversations/{pid}")).json["conversation"]
+    assert back["private"] is True
+    assert (await start(bob, ann, text=None))["id"] == pid
+    assert (await ann.api.put(f"/api/conversations/{pid}/hide")).status == 200
 
 
 async def test_unread_counts_per_member_and_acknowledge(world: World) -> None:

@@ -430,3 +430,67 @@ async def test_channels_of_user_in_one_query(world: World, query_log: Any) -> No
     ])
     # another community's id finds nothing of bob's
     assert await realtime_channels.channels_of_user(world.pool, other.community.id, bob.id) == []
+
+
+# --- deactivation and password changes close the user's sockets (issue 8, defect 3) --------
+
+
+async def test_deactivation_closes_the_users_sockets_on_every_process(
+    world: World, aiohttp_client: Any, settings: Settings
+) -> None:
+    """A socket on another app process (same PostgreSQL and Redis) closes too: the close
+    travels as a control event through the hub."""
+    other_app = create_app(settings)
+    other: TestClient = await aiohttp_client(other_app)
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    cat = await world.user(ann, "Cat")
+    conversation = await start(ann, bob, cat)
+    here, _ = await open_socket(bob)
+    there, _ = await open_socket(bob, client=other)
+    cats, _ = await open_socket(cat)
+    gone = await ann.api.delete(f"/api/users/{bob.id}")
+    assert gone.status == 200
+    for ws in (here, there):
+        frames, closing = await read_until_closed(ws, within=5)
+        assert closing.type is aiohttp.WSMsgType.CLOSE, closing
+        assert closing.data == 4003
+        assert not any(f.get("type") == "event" for f in frames)
+    # nothing of later events reaches them; others go on
+    remark = await say(ann, conversation["id"], "after bob left")
+    assert (await next_event(cats))["data"] == remark
+    with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+        await open_socket(bob)
+    assert refused.value.status == 401
+
+
+async def test_a_socket_set_up_while_its_user_is_deactivated_is_closed(world: World) -> None:
+    """Authenticated before the deactivation committed, attached after: the channel loader
+    (run after the socket has its stream position) sees the user is no longer active."""
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    group_id = await chat_group(ann, bob)
+    assert await realtime_channels.channels_if_active(
+        world.pool, ann.community.id, bob.id) == [group_channel(group_id)]
+    async with world.pool.acquire() as conn:
+        await conn.execute("UPDATE users SET state = 'inactive' WHERE id = $1", bob.id)
+    assert await realtime_channels.channels_if_active(
+        world.pool, ann.community.id, bob.id) is None
+    other = await world.community("Globex")
+    assert await realtime_channels.channels_if_active(
+        world.pool, other.community.id, bob.id) is None
+
+
+async def test_password_change_closes_the_users_sockets_with_4001(world: World) -> None:
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    cat = await world.user(ann, "Cat")
+    ws, _ = await open_socket(bob)
+    cats, _ = await open_socket(cat)
+    changed = await bob.api.put(f"/api/users/{bob.id}", json={"user": {
+        "password": "a new secret", "current_password": "correct horse battery"}})
+    assert changed.status == 200, changed.text
+    _, closing = await read_until_closed(ws, within=5)
+    assert closing.type is aiohttp.WSMsgType.CLOSE and closing.data == 4001
+    await cats.send_json({"type": "ping"})
+    assert await next_frame(cats) == {"type": "pong"}

@@ -259,7 +259,10 @@ async def test_admin_creates_a_user_who_can_then_log_in(world: World) -> None:
     assert user["contact_info"] == {"email": "Dana@X.example"}
     dana = admin.api.as_user("dana@x.example", "trust no one")
     me = await dana.get("/api/userinfo")
-    assert me.status == 200 and me.json["user"] == {**user, "followable": False}
+    assert me.status == 200
+    # userinfo also carries the community, as its last key (decisions.md "Shapes")
+    assert me.json["user"] == {**user, "followable": False,
+                               "community": me.json["user"]["community"]}
     by_username = await admin.api.as_user("danascully", "trust no one").get("/api/userinfo")
     assert by_username.status == 200
     # read back through the API
@@ -440,7 +443,8 @@ async def test_update_conflicts_and_invalid(world: World) -> None:
     taken = await eve.api.put(f"/api/users/{eve.id}", json={"user": {"username": "BOB"}})
     assert taken.status == 409
     assert taken.json["fields"] == {"user[username]": ["has already been taken"]}
-    email = await eve.api.put(f"/api/users/{eve.id}", json={"user": {"email": bob.email}})
+    email = await eve.api.put(f"/api/users/{eve.id}", json={"user": {
+        "email": bob.email, "current_password": PASSWORD}})
     assert email.status == 409
     bad = await eve.api.put(f"/api/users/{eve.id}", json={"user": {"email": "nope"}})
     assert bad.status == 422
@@ -471,7 +475,8 @@ async def test_password_change_retires_the_old_password(world: World) -> None:
     assert (await bob.api.get("/api/userinfo")).status == 200  # now in the credentials cache
     short = await bob.api.put(f"/api/users/{bob.id}", json={"user": {"password": "tiny"}})
     assert short.status == 422
-    resp = await bob.api.put(f"/api/users/{bob.id}", json={"user": {"password": "a new secret"}})
+    resp = await bob.api.put(f"/api/users/{bob.id}", json={"user": {
+        "password": "a new secret", "current_password": PASSWORD}})
     assert resp.status == 200
     assert (await bob.api.get("/api/userinfo")).status == 401
     new = bob.api.as_user(bob.email, "a new secret")
@@ -775,3 +780,122 @@ async def test_the_other_user_forms(world: World) -> None:
     assert member["profile_photo"] == {
         "height": 70, "width": 70, "url": f"{base}/assets/avatars/default_user_square70.png",
         "is_system_default": True}
+
+
+# --- changing one's own e-mail or password (issue 8, defects 1 and 2) -----------------------
+
+
+async def test_own_email_or_password_change_needs_the_current_password(world: World) -> None:
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    path = f"/api/users/{bob.id}"
+    for change in ({"email": "bob.elsewhere@example.com"}, {"password": "a new secret"}):
+        missing = await bob.api.put(path, json={"user": change})
+        assert missing.status == 422
+        assert missing.json["fields"] == {"user[current_password]": ["can't be blank"]}
+        wrong = await bob.api.put(path, json={"user": {**change, "current_password": "guess!"}})
+        assert wrong.status == 403
+        assert wrong.json["code"] == "forbidden"
+    assert (await bob.api.get("/api/userinfo")).status == 200  # same e-mail and password
+    # the same address again, or other fields, need nothing
+    same = await bob.api.put(path, json={"user": {"email": bob.email.upper(), "title": "Cook"}})
+    assert same.status == 200
+    ok = await bob.api.put(path, data={"user[email]": "bob2@example.com",
+                                       "user[current_password]": PASSWORD})
+    assert ok.status == 200
+    assert (await bob.api.as_user("bob2@example.com").get("/api/userinfo")).status == 200
+    # an admin changing someone else's needs none; changing their own does
+    assert (await admin.api.put(path, json={"user": {"password": "set by admin"}})).status == 200
+    own = await admin.api.put(f"/api/users/{admin.id}", json={"user": {"password": "xxxxxxxxx"}})
+    assert own.status == 422
+
+
+async def test_current_password_guesses_are_throttled_with_failed_logins(world: World) -> None:
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    await _start_of_a_fresh_minute()
+    for _ in range(10):
+        wrong = await bob.api.put(f"/api/users/{bob.id}", json={"user": {
+            "password": "a new secret", "current_password": "guess"}})
+        assert wrong.status == 403
+    limited = await bob.api.put(f"/api/users/{bob.id}", json={"user": {
+        "password": "a new secret", "current_password": PASSWORD}})
+    assert limited.status == 429
+
+
+async def _start_of_a_fresh_minute() -> None:
+    left = 60 - __import__("time").time() % 60
+    if left < 8:
+        await asyncio.sleep(left + 0.1)
+
+
+async def _session(world: World, member: Member, password: str = PASSWORD) -> Any:
+    """A second client of its own (its own cookie jar) logged in by POST /api/authentication."""
+    from aiohttp import ClientSession, CookieJar
+
+    server = world.client.server
+    jar = CookieJar(unsafe=True, treat_as_secure_origin=[server.make_url("/")])
+    session = ClientSession(base_url=server.make_url(""), cookie_jar=jar,
+                            headers={"Host": member.community.domain})
+    resp = await session.post("/api/authentication",
+                              json={"email": member.email, "password": password})
+    assert resp.status == 200
+    return session
+
+
+async def test_password_change_ends_every_other_session(world: World) -> None:
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    laptop = await _session(world, bob)
+    phone = await _session(world, bob)
+    try:
+        assert (await laptop.get("/api/userinfo")).status == 200
+        assert (await phone.get("/api/userinfo")).status == 200
+        changed = await laptop.put(f"/api/users/{bob.id}", json={"user": {
+            "password": "a new secret", "current_password": PASSWORD}})
+        assert changed.status == 200
+        # the session that changed it goes on; the other one (and its cookie) is refused
+        assert (await laptop.get("/api/userinfo")).status == 200
+        assert (await phone.get("/api/userinfo")).status == 401
+        assert (await bob.api.get("/api/userinfo")).status == 401  # old Basic password
+        # an admin's reset ends the changer's session too
+        reset = await admin.api.put(f"/api/users/{bob.id}", json={"user": {
+            "password": "reset by admin"}})
+        assert reset.status == 200
+        assert (await laptop.get("/api/userinfo")).status == 401
+    finally:
+        await laptop.close()
+        await phone.close()
+
+
+async def test_an_old_session_cookie_replayed_after_a_password_change_is_refused(
+    world: World,
+) -> None:
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    browser = await _session(world, bob)
+    try:
+        cookie = browser.cookie_jar.filter_cookies(world.client.server.make_url("/"))
+        stolen = {k: v.value for k, v in cookie.items()}
+        assert "commons_session" in stolen
+        changed = await bob.api.put(f"/api/users/{bob.id}", json={"user": {
+            "password": "a new secret", "current_password": PASSWORD}})
+        assert changed.status == 200
+        replay = await bob.api.anonymous().get(
+            "/api/userinfo",
+            headers={"Cookie": f"commons_session={stolen['commons_session']}"})
+        assert replay.status == 401
+    finally:
+        await browser.close()
+
+
+async def test_password_change_evicts_the_users_cached_credentials() -> None:
+    passwords = Passwords(TEST_ARGON2)
+    stored = await passwords.hash("the password")
+    other = await passwords.hash("other password")
+    assert await passwords.verify(7, stored, "the password")
+    assert await passwords.verify(8, other, "other password")
+    assert len(passwords._cache) == 2
+    passwords.forget_user(7)
+    assert len(passwords._cache) == 1
+    assert await passwords.verify(8, other, "other password")

@@ -1,0 +1,254 @@
+"""Streams and group chat at small and large scale, in one run (issue 14).
+
+    .venv/bin/python bench/feed_scale.py [--runs 30] [--large-comments 1 --large-likes 1]
+
+Seeds two throwaway databases with bench/feed_seed.py (small: 20,000 messages; large:
+1,000,000 messages, 100,000 users, 1,000 groups), then, on each, calls the real actions (the
+page query plus every rendering query, as the views do; HTTP and JSON encoding excluded: they
+do not depend on the data's size) sequentially, `--runs` times after 3 warm-up calls, and
+prints per scenario the p50 and p99 latency, PostgreSQL's CPU time per call (its backend's
+user + system time from /proc, on one pooled connection) and the large/small ratio of the p50.
+
+Scenarios: page 1 and page 50 of Home, Company, the stream of the biggest group and @Mentions;
+page 1 of a #tag and of a search; posting a chat message and a message into a group of 10 and
+of 10,000 members (the write fan-out); and, for comparison, the query shape before issue 14 on
+Home page 1 (its `before` row, capped by a statement timeout).
+
+The machine is shared: compare the two columns of one run, not runs with each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO_ROOT), str(Path(__file__).resolve().parent)]
+
+import asyncpg  # noqa: E402
+from feed_seed import SCALES, Scale, create_seeded  # noqa: E402
+
+BASE = "https://bench.example"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Measure:
+    latencies: list[float] = field(default_factory=list)
+    pg_cpu: float = 0.0  # seconds, over the measured calls
+
+    def p(self, q: float) -> float:
+        if not self.latencies:
+            return float("nan")
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))] * 1000
+
+    @property
+    def cpu_ms(self) -> float:
+        return self.pg_cpu * 1000 / len(self.latencies) if self.latencies else float("nan")
+
+
+def backend_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a PostgreSQL backend on this machine; 0 when unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+# The page query before issue 14 (storage/messages.py then): every readable message of the
+# community tested against the Home predicate, then all sorted by sticky first.
+OLD_HOME = """
+SELECT m.id FROM messages m LEFT JOIN groups g ON g.id = m.group_id
+WHERE m.community_id = $1
+  AND (CASE WHEN m.group_id IS NULL THEN (NOT $3 OR m.user_id = $2 OR EXISTS (
+        SELECT 1 FROM message_recipients r_v
+        WHERE r_v.message_id = m.id AND r_v.comment_id IS NULL AND r_v.user_id = $2))
+       ELSE coalesce((EXISTS (SELECT 1 FROM group_memberships gm_v
+                              WHERE gm_v.group_id = g.id AND gm_v.user_id = $2)
+                      OR (NOT $3 AND g.permission = 'public')), false) END)
+  AND (m.user_id = $2 OR m.is_announcement
+       OR EXISTS (SELECT 1 FROM group_memberships gm_h
+                  WHERE gm_h.group_id = m.group_id AND gm_h.user_id = $2)
+       OR EXISTS (SELECT 1 FROM follows f_h
+                  WHERE f_h.follower_id = $2 AND f_h.followed_id = m.user_id)
+       OR EXISTS (SELECT 1 FROM message_recipients r_h
+                  WHERE r_h.message_id = m.id AND r_h.user_id = $2))
+ORDER BY (m.is_announcement AND m.sticky_until > now()) DESC, m.last_interacted_at DESC,
+         m.id DESC
+OFFSET 0 LIMIT 21
+"""
+
+Call = Callable[[], Awaitable[Any]]
+
+
+async def measure(pool: asyncpg.Pool, pid: int, call: Call, runs: int) -> Measure:
+    for _ in range(3):
+        await call()
+    out = Measure()
+    cpu = backend_cpu(pid)
+    for _ in range(runs):
+        started = time.perf_counter()
+        await call()
+        out.latencies.append(time.perf_counter() - started)
+    out.pg_cpu = backend_cpu(pid) - cpu
+    return out
+
+
+async def small_group(pool: asyncpg.Pool, cid: int, admin_id: int, members: int) -> int:
+    """A chat-enabled group of `members` members (the admin and the first seeded users)."""
+    async with pool.acquire() as conn:
+        gid: int = await conn.fetchval(
+            "INSERT INTO groups (community_id, name, groupname, chat_enabled, creator_id) "
+            "VALUES ($1, 'Bench ten', 'benchten', true, $2) RETURNING id", cid, admin_id)
+        await conn.execute(
+            "INSERT INTO group_memberships (community_id, group_id, user_id, role) "
+            "SELECT $1, $2, id, CASE WHEN id = $3 THEN 'admin' ELSE 'member' END FROM users "
+            "WHERE community_id = $1 ORDER BY id LIMIT $4", cid, gid, admin_id, members)
+        await conn.execute(
+            "INSERT INTO streams (community_id, kind, group_id, name) "
+            "VALUES ($1, 'group', $2, 'Bench ten'), ($1, 'group_chat', $2, 'Bench ten')",
+            cid, gid)
+    return gid
+
+
+async def run_scale(dsn: str, scale: Scale, runs: int) -> dict[str, Measure]:
+    from app.actions.chat_messages import post_chat_message
+    from app.actions.messages import NewMessage, create_message, list_messages
+    from app.context import Viewer
+    from realtime.hub import LocalHub
+    from storage.db import create_pool
+    from storage.messages import MessageQuery
+
+    started = time.monotonic()
+    cid, admin_id, _ = await create_seeded(dsn, scale, verbose=True)
+    print(f"  seeded {scale} in {time.monotonic() - started:.0f} s", flush=True)
+    pool = await create_pool(dsn, size=1)
+    hub = LocalHub(pool)
+    try:
+        pid = await pool.fetchval("SELECT pg_backend_pid()")
+        big = await pool.fetchval(
+            "SELECT group_id FROM group_memberships WHERE community_id = $1 "
+            "GROUP BY group_id ORDER BY count(*) DESC LIMIT 1", cid)
+        big_members = await pool.fetchval(
+            "SELECT count(*) FROM group_memberships WHERE group_id = $1", big)
+        ten = await small_group(pool, cid, admin_id, 10)
+        viewer = Viewer(id=admin_id, community_id=cid, role="tenant_admin")
+
+        def page(query: MessageQuery, n: int) -> Call:
+            return lambda: list_messages(pool, viewer, BASE, query, page=n, per_page=20)
+
+        home = MessageQuery(stream="home", sticky_first=True)
+        company = MessageQuery(stream="company", sticky_first=True)
+        group = MessageQuery(group_id=big)
+        mentions = MessageQuery(stream="mentions")
+        scenarios: dict[str, Call] = {
+            "Home p1": page(home, 1),
+            "Home p50": page(home, 50),
+            "Company p1": page(company, 1),
+            "Company p50": page(company, 50),
+            "biggest group p1": page(group, 1),
+            "biggest group p50": page(group, 50),
+            "@Mentions p1": page(mentions, 1),
+            "@Mentions p50": page(mentions, 50),
+            "#tag p1": page(MessageQuery(stream="company", topic="topic7"), 1),
+            "search p1": page(MessageQuery(stream="company", search="12345"), 1),
+        }
+        results: dict[str, Measure] = {}
+        for name, call in scenarios.items():
+            results[name] = await measure(pool, pid, call, runs)
+        print(f"  biggest group: {big_members} members", flush=True)
+        for name, gid in (("chat post, 10 members", ten), ("chat post, biggest group", big)):
+            results[name] = await measure(pool, pid, lambda g=gid: post_chat_message(
+                pool, hub, viewer, g, "hello all", (), BASE), runs)
+        for name, gid in (("message post, 10 members", ten),
+                          ("message post, biggest group", big)):
+            results[name] = await measure(pool, pid, lambda g=gid: create_message(
+                pool, viewer, BASE, NewMessage(body="news for the group", group_id=g), hub),
+                runs)
+
+        async def old_home() -> None:
+            async with pool.acquire() as conn:
+                await conn.execute("SET statement_timeout = '50s'")
+                try:
+                    await conn.fetch(OLD_HOME, cid, admin_id, False)
+                except asyncpg.QueryCanceledError:
+                    pass
+                finally:
+                    await conn.execute("RESET statement_timeout")
+
+        results["before: Home p1 query"] = await measure(pool, pid, old_home, min(runs, 3))
+    finally:
+        await hub.close()
+        await pool.close()
+    return results
+
+
+async def _main(args: argparse.Namespace) -> int:
+    from bench_db import fresh_database
+
+    from tests.servers import ensure_postgres
+
+    admin_dsn = ensure_postgres()
+    scales = {
+        "small": SCALES["small"],
+        "large": replace(SCALES["large"], comments=args.large_comments, likes=args.large_likes),
+    }
+    if args.only_small:
+        del scales["large"]
+    measured: dict[str, dict[str, Measure]] = {}
+    started = time.monotonic()
+    for label, scale in scales.items():
+        print(f"{label}:", flush=True)
+        async with fresh_database(admin_dsn, f"commons_feed_{label}") as dsn:
+            measured[label] = await run_scale(dsn, scale, args.runs)
+    if "large" not in measured:
+        measured["large"] = measured["small"]
+    print()
+    print(f"Feed at scale: {args.runs} sequential calls per scenario after 3 warm-ups; "
+          f"small = {scales['small'].messages:,} messages, large = "
+          f"{scales.get('large', SCALES['large']).messages:,} messages "
+          f"({args.large_comments} comments, {args.large_likes} likes each)")
+    head = (f"{'scenario':32} {'small p50':>9} {'p99':>7} {'pg cpu':>7} "
+            f"{'large p50':>9} {'p99':>8} {'pg cpu':>7} {'ratio':>6}")
+    print(head)
+    print("-" * len(head))
+    for key, large in measured["large"].items():
+        small = measured["small"].get(key)
+        if small is None:
+            continue
+        ratio = large.p(50) / small.p(50) if small.p(50) else float("nan")
+        print(f"{key:32} {small.p(50):9.1f} {small.p(99):7.1f} "
+              f"{small.cpu_ms:7.2f} {large.p(50):9.1f} {large.p(99):8.1f} "
+              f"{large.cpu_ms:7.2f} {ratio:5.2f}x")
+    print("times in ms; pg cpu: PostgreSQL backend CPU ms per call")
+    load1, load5, _ = os.getloadavg()
+    print(f"total {time.monotonic() - started:.0f} s; load average {load1:.1f} (1 min), "
+          f"{load5:.1f} (5 min)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--large-comments", type=int, default=1,
+                        help="comments per message at large scale (the issue says 3; seeding "
+                             "3M comments and 5M likes takes several more minutes, and a page "
+                             "renders 20 messages whatever the totals)")
+    parser.add_argument("--large-likes", type=int, default=1)
+    parser.add_argument("--only-small", action="store_true",
+                        help="a quick check of the script: the small scale only")
+    args = parser.parse_args(argv)
+    return asyncio.run(_main(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

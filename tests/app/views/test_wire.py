@@ -1,0 +1,224 @@
+"""Real clients of the original service, replayed as they send their requests: XML clients
+(Socialcastr, ActiveResource in XML mode, a .NET wrapper), ActiveResource 4+ with unwrapped
+JSON bodies, and path segments that must be ids."""
+
+from __future__ import annotations
+
+from xml.etree import ElementTree
+
+from tests.app.views.feed_support import post
+from tests.support import PASSWORD, World
+
+XML = {"Content-Type": "application/xml"}
+
+
+def _xml(text: str) -> ElementTree.Element:
+    assert text.startswith('<?xml version="1.0" encoding="UTF-8"?>\n'), text[:80]
+    return ElementTree.fromstring(text.encode())
+
+
+def _int(el: ElementTree.Element, path: str) -> int:
+    found = el.find(path)
+    assert found is not None and found.get("type") == "integer", path
+    return int(found.text or "")
+
+
+# --- XML ---------------------------------------------------------------------------------------
+
+
+async def test_socialcastr_reads_messages_and_search_in_xml(world: World) -> None:
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    first = await post(bob, "Coffee machine is fixed")
+    await post(bob, "Lunch at noon")
+    resp = await bob.api.get("/api/messages.xml")
+    assert resp.status == 200, resp.text
+    assert resp.headers["Content-Type"].startswith("application/xml")
+    root = _xml(resp.text)
+    assert root.tag == "messages" and root.get("type") == "array"
+    assert [el.tag for el in root] == ["message", "message"]
+    newest = root[0]
+    json_list = (await bob.api.get("/api/messages.json")).json["messages"]
+    # the very same object, dasherized, in the JSON key order
+    assert [el.tag for el in newest] == [k.replace("_", "-") for k in json_list[0]]
+    assert _int(newest, "id") == json_list[0]["id"]
+    assert newest.find("created-at").get("type") == "datetime"  # type: ignore[union-attr]
+    assert newest.find("likable").get("type") == "boolean"  # type: ignore[union-attr]
+    assert newest.find("tags").get("type") == "array"  # type: ignore[union-attr]
+    assert newest.find("user/name").text == json_list[0]["user"]["name"]  # type: ignore[union-attr]
+    search = await bob.api.get("/api/messages/search.xml", params={"q": "coffee"})
+    assert search.status == 200, search.text
+    found = _xml(search.text)
+    assert found.tag == "messages"
+    assert [_int(m, "id") for m in found] == [first["id"]]
+
+
+async def test_accept_header_chooses_xml_without_a_suffix(world: World) -> None:
+    admin = await world.community()
+    resp = await admin.api.get(f"/api/users/{admin.id}", headers={"Accept": "application/xml"})
+    assert resp.status == 200
+    user = _xml(resp.text)
+    assert user.tag == "user" and _int(user, "id") == admin.id
+    nil = [el for el in user.iter() if el.get("nil") == "true"]
+    assert nil and all(not (el.text or "") and not list(el) for el in nil)
+    as_json = await admin.api.get(f"/api/users/{admin.id}")
+    assert as_json.headers["Content-Type"].startswith("application/json")
+    # the .json suffix wins over Accept
+    suffixed = await admin.api.get(f"/api/users/{admin.id}.json",
+                                   headers={"Accept": "application/xml"})
+    assert suffixed.json["user"]["id"] == admin.id
+
+
+async def test_post_message_with_an_xml_body(world: World) -> None:
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    body = b"<message><title>Hello</title><body>Posted from XML &amp; Ruby</body></message>"
+    resp = await bob.api.post("/api/messages.xml", data=body, headers=XML)
+    assert resp.status == 201, resp.text
+    message = _xml(resp.text)
+    assert message.tag == "message"
+    assert message.find("body").text == "Posted from XML & Ruby"  # type: ignore[union-attr]
+    assert message.find("title").text == "Hello"  # type: ignore[union-attr]
+    stored = await bob.api.get(f"/api/messages/{_int(message, 'id')}")
+    assert stored.json["message"]["body"] == "Posted from XML & Ruby"
+
+
+async def test_authentication_in_xml(world: World) -> None:
+    admin = await world.community("Acme")
+    anon = admin.api.anonymous()
+    resp = await anon.post("/api/authentication.xml",
+                           data={"email": admin.email, "password": PASSWORD})
+    assert resp.status == 200, resp.text
+    root = _xml(resp.text)
+    assert root.tag == "communities" and root.get("type") == "array"
+    (community,) = list(root)
+    assert community.tag == "community"
+    assert community.find("domain").text == admin.community.domain  # type: ignore[union-attr]
+    assert _int(community, "profile/id") == admin.id
+    wrong = await anon.post("/api/authentication.xml",
+                            data={"email": admin.email, "password": "wrong"})
+    assert wrong.status == 401
+    assert wrong.headers["WWW-Authenticate"].startswith("Basic realm=")
+    errors = _xml(wrong.text)
+    assert errors.tag == "errors" and [e.tag for e in errors] == ["error"]
+    assert errors[0].text
+
+
+async def test_xml_errors_and_unsafe_xml(world: World) -> None:
+    admin = await world.community()
+    missing = await admin.api.get("/api/messages/999999.xml")
+    assert missing.status == 404 and _xml(missing.text).tag == "errors"
+    blank = await admin.api.post("/api/messages.xml", data=b"<message><body/></message>",
+                                 headers=XML)
+    assert blank.status == 422 and _xml(blank.text)[0].text
+    bomb = (b'<?xml version="1.0"?><!DOCTYPE m [<!ENTITY a "aaaaaaaaaa">'
+            b'<!ENTITY b "&a;&a;&a;&a;&a;&a;">]><message><body>&b;</body></message>')
+    refused = await admin.api.post("/api/messages.xml", data=bomb, headers=XML)
+    assert refused.status == 400
+    xxe = (b'<?xml version="1.0"?><!DOCTYPE m [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+           b"<message><body>&x;</body></message>")
+    assert (await admin.api.post("/api/messages.json", data=xxe, headers=XML)).status == 400
+    count = await world.pool.fetchval("SELECT count(*) FROM messages")
+    assert count == 0
+
+
+# --- unwrapped JSON bodies (ActiveResource 4+) -------------------------------------------------
+
+
+async def test_unwrapped_message_and_comment_bodies(world: World) -> None:
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    resp = await bob.api.post("/api/messages.json", json={"body": "Unwrapped hello"})
+    assert resp.status == 201, resp.text
+    message = resp.json["message"]
+    assert message["body"] == "Unwrapped hello"
+    comment = await bob.api.post(f"/api/messages/{message['id']}/comments.json",
+                                 json={"text": "Unwrapped reply"})
+    assert comment.status == 201, comment.text
+    assert comment.json["comment"]["text"] == "Unwrapped reply"
+
+
+async def test_unwrapped_update_changes_the_message_and_unknown_fields_are_422(
+    world: World,
+) -> None:
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    message = await post(bob, "Before")
+    url = f"/api/messages/{message['id']}.json"
+    resp = await bob.api.put(url, json={"body": "After"})
+    assert resp.status == 200, resp.text
+    assert resp.json["message"]["body"] == "After"
+    assert (await bob.api.get(url)).json["message"]["body"] == "After"
+    nothing = await bob.api.put(url, json={"bdoy": "typo"})
+    assert nothing.status == 422, nothing.text
+    assert nothing.json["code"] == "validation_failed"
+    assert (await bob.api.get(url)).json["message"]["body"] == "After"
+    group = await bob.api.post("/api/groups.json", json={"name": "Unwrapped group"})
+    assert group.status == 201, group.text
+    assert group.json["group"]["name"] == "Unwrapped group"
+    renamed = await bob.api.put(f"/api/groups/{group.json['group']['id']}.json",
+                                json={"description": "Now described"})
+    assert renamed.status == 200 and renamed.json["group"]["description"] == "Now described"
+
+
+# --- a path segment where an id belongs ------------------------------------------------------
+
+
+async def test_a_non_id_segment_is_a_404_not_a_405(world: World) -> None:
+    admin = await world.community()
+    for method, path in (
+        ("PUT", "/api/users/someone"), ("DELETE", "/api/users/someone"),
+        ("POST", "/api/messages/latest"), ("GET", "/api/groups/1x/members"),
+    ):
+        resp = await admin.api.request(method, path)
+        assert resp.status == 404, (method, path, resp.text)
+        assert resp.json["code"] == "not_found"
+    slug = await admin.api.get(f"/api/users/{admin.id}-{admin.username}.xml")
+    assert slug.status == 200 and _int(_xml(slug.text), "id") == admin.id
+
+
+# --- login through the central host ----------------------------------------------------------
+
+
+async def test_login_on_the_central_host_lists_every_matching_community(world: World) -> None:
+    acme = await world.community("Acme")
+    globex = await world.community("Globex")
+    email = "pat@shared.example"
+    in_acme = await world.user(acme, "Pat", email=email)
+    in_globex = await world.user(globex, "Pat", email=email)
+    await world.user(await world.community("Initech"), "Pat", email=email,
+                     password="another password")
+    central = acme.api.anonymous()
+    central.host = "api.socialcast.com"  # the command-line client's default domain
+    resp = await central.post("/api/authentication.json",
+                              data={"email": email, "password": PASSWORD})
+    assert resp.status == 200, resp.text
+    found = resp.json["communities"]
+    assert [c["domain"] for c in found] == [acme.community.domain, globex.community.domain]
+    assert [c["profile"]["id"] for c in found] == [in_acme.id, in_globex.id]
+    assert list(found[0]) == ["id", "name", "domain", "profile"]
+    wrong = await central.post("/api/authentication", data={"email": email, "password": "x"})
+    assert wrong.status == 401 and wrong.headers["WWW-Authenticate"].startswith("Basic realm=")
+    nobody = await central.post("/api/authentication",
+                                data={"email": "ghost@nowhere.example", "password": "x"})
+    assert nobody.status == 401
+    # other paths of the central host still serve nothing
+    assert (await central.as_user(email).get("/api/userinfo")).status == 404
+    # a community's own host answers only that community
+    own = await in_acme.api.post("/api/authentication")
+    assert [c["domain"] for c in own.json["communities"]] == [acme.community.domain]
+
+
+async def test_a_server_without_the_provision_route_answers_404_for_it() -> None:
+    from aiohttp import web
+    from aiohttp.test_utils import make_mocked_request
+
+    from app.routes import ROUTES, add_routes
+
+    app = web.Application()
+    add_routes(app, [r for r in ROUTES if r.path != "/api/users/provision"])
+    for method in ("POST", "GET", "PUT"):
+        match = await app.router.resolve(make_mocked_request(method, "/api/users/provision"))
+        assert isinstance(match.http_exception, web.HTTPNotFound), method
+    found = await app.router.resolve(make_mocked_request("PUT", "/api/users/12-pat.xml"))
+    assert found.get("user_id") == "12-pat" and found.get("_ext") == ".xml"

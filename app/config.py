@@ -112,6 +112,13 @@ class Settings:
     # proxies in front of the app that append to X-Forwarded-For (app/proxy.py)
     trusted_proxy_hops: int = 1
     log_level: str = "INFO"
+    # "text" (human) or "json" (one object per line; one line per request)
+    log_format: str = "text"
+    # who may read /metrics: client networks (CIDRs), or anyone sending the bearer token
+    metrics_allow: tuple[str, ...] = ("127.0.0.0/8", "::1/128")
+    metrics_token: str | None = None
+    # seconds SIGTERM/SIGINT waits for in-flight requests before closing what is left
+    shutdown_timeout: float = 10.0
     argon2: Argon2Settings = field(default_factory=Argon2Settings)
     s3: S3Settings | None = None
     apns: ApnsSettings | None = None
@@ -172,6 +179,14 @@ class Settings:
             trust_forwarded=_bool(env, "COMMONS_TRUST_FORWARDED", False),
             trusted_proxy_hops=_int(env, "COMMONS_TRUSTED_PROXY_HOPS", 1),
             log_level=_str(env, "COMMONS_LOG_LEVEL") or "INFO",
+            log_format=(_str(env, "COMMONS_LOG_FORMAT") or "text").lower(),
+            metrics_allow=tuple(
+                part.strip() for part in
+                (_str(env, "COMMONS_METRICS_ALLOW") or "127.0.0.0/8,::1/128").split(",")
+                if part.strip()
+            ),
+            metrics_token=_str(env, "COMMONS_METRICS_TOKEN"),
+            shutdown_timeout=float(_int(env, "COMMONS_SHUTDOWN_TIMEOUT", 10)),
             argon2=Argon2Settings(
                 time_cost=_int(env, "COMMONS_ARGON2_TIME_COST", 3),
                 memory_kib=_int(env, "COMMONS_ARGON2_MEMORY_KIB", 65536),

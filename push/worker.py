@@ -117,6 +117,14 @@ class PushWorker:
         self._providers = providers
         self._settings = settings or WorkerSettings()
         self._rng = rng
+        # totals since start, by outcome, for the heartbeat (and so /metrics)
+        self.counts: dict[str, int] = {"sent": 0, "failed": 0, "retried": 0, "pruned": 0}
+
+    def count(self, stats: Stats) -> None:
+        self.counts["sent"] += stats.sent
+        self.counts["failed"] += stats.dropped + stats.gave_up
+        self.counts["retried"] += stats.retried
+        self.counts["pruned"] += stats.rejected  # devices whose token the provider refused
 
     async def run_once(self) -> Stats:
         """Deliver every job due now (batch after batch); what happened."""
@@ -147,6 +155,7 @@ class PushWorker:
                         while not stop.is_set():
                             wake.clear()
                             stats = await self.run_once()
+                            self.count(stats)
                             if stats.handled:
                                 log.info(
                                     "push: %d sent, %d skipped, %d retried, %d dropped, "

@@ -46,6 +46,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
+from app import metrics
 from realtime.events import CONTROL_EVENT, EncodedEvent, Event, encode, from_wire, to_wire
 from storage import events as store
 from storage.availability import DatabaseUnavailable
@@ -277,6 +278,8 @@ class Hub:
             return
         if len(stream.pending) < self._settings.max_pending:
             stream.pending[event.id] = event
+        else:
+            metrics.HUB_DROPS.inc()  # not held: the catch-up reads it from PostgreSQL
         if stream.ready.done():
             self._want(stream, event.id, self._settings.gap_timeout)
         elif event.id > stream.target:
@@ -284,7 +287,11 @@ class Hub:
 
     def _dispatch(self, stream: _Stream, event: EncodedEvent) -> None:
         stream.position = event.id
-        subs: Iterable[Subscriber] | None = stream.by_channel.get(event.channel)
+        on_channel = stream.by_channel.get(event.channel)
+        subs: Iterable[Subscriber] | None = on_channel
+        reached = len(stream.catch_all) + (len(on_channel) if on_channel else 0)
+        if reached:
+            metrics.HUB_DELIVERIES.inc(reached)
         if subs:
             if event.name == CONTROL_EVENT:
                 subs = tuple(subs)  # its handler changes subscriptions
@@ -599,6 +606,7 @@ class RedisHub(Hub):
         """Own the pub/sub connection for the hub's lifetime: connect, read, reconnect."""
         assert self._sub_client is not None
         failures = 0
+        connected_before = False
         while not self._closed:
             pubsub = self._sub_client.pubsub()
             try:
@@ -611,6 +619,9 @@ class RedisHub(Hub):
                 self._health.answered()
                 if failures:
                     log.info("realtime Redis subscription restored")
+                if connected_before:
+                    metrics.REDIS_RECONNECTS.inc()
+                connected_before = True
                 await self._reconcile()
                 failures = 0
                 await self._read(pubsub)

@@ -29,6 +29,21 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         )
 
 
+class TrackedConnection(asyncpg.Connection):
+    """Knows whether it was closed on purpose (pool shutdown, idle expiry) or lost (server
+    gone, network cut): `closed_on_purpose`, read by termination listeners."""
+
+    closed_on_purpose = False
+
+    async def close(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109 (asyncpg)
+        self.closed_on_purpose = True
+        await super().close(timeout=timeout)
+
+    def terminate(self) -> None:
+        self.closed_on_purpose = True
+        super().terminate()
+
+
 async def _rollback_only(conn: asyncpg.Connection) -> None:
     if conn.is_in_transaction():
         await conn.execute("ROLLBACK")
@@ -43,6 +58,7 @@ async def create_pool(
     dsn: str, *, size: int = 10, observer: QueryObserver | None = None,
     reset_sessions: bool = True, connect_timeout: float = CONNECT_TIMEOUT,
     acquire_timeout: float = ACQUIRE_TIMEOUT,
+    on_connect: Callable[[asyncpg.Connection], None] | None = None,
 ) -> asyncpg.Pool:
     """A pool whose connections decode json/jsonb with orjson.
 
@@ -57,10 +73,14 @@ async def create_pool(
     acquire): for pools whose users never leave session state behind (no LISTEN, SET, session
     advisory locks or temp tables), like the HTTP app's. An open transaction is still rolled
     back.
+
+    `on_connect` is called with every new connection (metrics count them and their losses).
     """
 
     async def init(conn: asyncpg.Connection) -> None:
         await _init_connection(conn)
+        if on_connect is not None:
+            on_connect(conn)
         if observer is not None:
             conn.add_query_logger(lambda q: observer(q.query))
 
@@ -73,7 +93,7 @@ async def create_pool(
         timeout=connect_timeout, acquire_timeout=acquire_timeout,
         outage=Outage("PostgreSQL"),
         max_queries=50000, max_inactive_connection_lifetime=300.0, loop=None,
-        connection_class=asyncpg.Connection, record_class=asyncpg.Record,
+        connection_class=TrackedConnection, record_class=asyncpg.Record,
     )
     await pool
     return pool

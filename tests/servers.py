@@ -713,6 +713,44 @@ def _s3_bucket_error(server: S3Server, *, probe_write: bool = False) -> str | No
     return None
 
 
+# --- Debian packages (nginx, chromium) ------------------------------------------------------
+
+
+@functools.cache
+def ensure_debian_package(binary: str, package: str | None = None) -> str:
+    """The path of `binary`, installing Debian `package` (default: the binary's name) with
+    apt-get when it is absent. One installer at a time across test processes (an flock);
+    apt-get needs root, or passwordless sudo."""
+    found = _find_binary(binary)
+    if found:
+        return found
+    import fcntl
+
+    with open(os.path.join(tempfile.gettempdir(), "commons-apt.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = _find_binary(binary)
+        if found:
+            return found
+        prefix = [] if os.geteuid() == 0 else ["sudo", "-n"]
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for command in (["apt-get", "update", "-qq"],
+                        ["apt-get", "install", "-y", "-qq", "--no-install-recommends",
+                         package or binary]):
+            done = subprocess.run([*prefix, *command], env=env, capture_output=True,
+                                  text=True, timeout=900, check=False)
+            if done.returncode != 0:
+                raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}):\n"
+                                   f"{done.stderr[-2000:]}")
+    found = _find_binary(binary)
+    if not found:
+        raise RuntimeError(f"installed {package or binary} but {binary} is not on the PATH")
+    return found
+
+
+def _find_binary(binary: str) -> str | None:
+    return shutil.which(binary) or shutil.which(binary, path="/usr/sbin:/sbin:/usr/bin")
+
+
 # --- shared helpers --------------------------------------------------------------------------
 
 

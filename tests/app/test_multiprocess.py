@@ -32,7 +32,10 @@ class ServerProcess:
     """`commons serve` in a subprocess (its own process group, so that `--workers` children
     are stopped with it)."""
 
-    def __init__(self, settings: Settings, data_dir: Path, *args: str) -> None:
+    def __init__(
+        self, settings: Settings, data_dir: Path, *args: str,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("S3_", "AWS_"))}
@@ -42,7 +45,8 @@ class ServerProcess:
             "COMMONS_REDIS_PREFIX": settings.redis_prefix,
             "COMMONS_SECRET_KEY": settings.secret_key or "test-secret",
             "COMMONS_DATA_DIR": str(data_dir),
-            "COMMONS_LOG_LEVEL": "WARNING",
+            "COMMONS_LOG_LEVEL": os.environ.get("TEST_SERVER_LOG_LEVEL", "WARNING"),
+            **(extra_env or {}),
         })
         self.log = data_dir / f"server-{self.port}.log"
         data_dir.mkdir(parents=True, exist_ok=True)

@@ -256,3 +256,30 @@ async def test_activeresource_xml_update_and_comment(world: World) -> None:
     assert comment.status == 201, comment.text
     root = _xml(comment.text)
     assert root.tag == "comment" and root.find("text").text == "From XML"  # type: ignore[union-attr]
+
+
+async def test_every_parameterless_get_answers_well_formed_xml(world: World) -> None:
+    """Every resource the admin can list, in XML: a well-formed document whose root is the
+    JSON envelope's first key (or `errors`), never a 5xx."""
+    from app.routes import ROUTES
+
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    await post(bob, "Hello #xml")
+    await world.group(admin, "Readers", members=(bob,))
+    checked = 0
+    for route in ROUTES:
+        if route.method != "GET" or ":" in route.path or route.path == "/api/realtime":
+            continue
+        as_json = await admin.api.get(route.path + ".json")
+        resp = await admin.api.get(route.path + ".xml")
+        assert resp.status == as_json.status, (route.path, resp.text)
+        if not resp.headers.get("Content-Type", "").startswith("application/xml"):
+            continue  # not a JSON answer (the OpenAPI document is JSON either way)
+        root = _xml(resp.text)
+        if resp.status >= 400:
+            assert root.tag == "errors", route.path
+        elif isinstance(as_json.json, dict) and len(as_json.json) == 1:
+            assert root.tag == next(iter(as_json.json)).replace("_", "-"), route.path
+        checked += 1
+    assert checked >= 20

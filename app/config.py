@@ -89,6 +89,12 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8080
     db_pool_size: int = 10
+    # PostgreSQL away: a new connection gives up after connect, a request waiting for a free
+    # connection after acquire; both answer 503 unavailable.
+    db_connect_timeout_seconds: float = 5.0
+    db_acquire_timeout_seconds: float = 10.0
+    # every Redis call gives up after this (then the process-local fallback)
+    redis_timeout_seconds: float = 0.5
     rate_limit_requests: int = 600
     rate_limit_failed_logins: int = 10
     rate_limit_webhooks: int = 60
@@ -150,6 +156,9 @@ class Settings:
             host=_str(env, "COMMONS_HOST") or "127.0.0.1",
             port=_int(env, "COMMONS_PORT", 8080),
             db_pool_size=_int(env, "COMMONS_DB_POOL_SIZE", 10),
+            db_connect_timeout_seconds=_float(env, "COMMONS_DB_CONNECT_TIMEOUT_SECONDS", 5.0),
+            db_acquire_timeout_seconds=_float(env, "COMMONS_DB_ACQUIRE_TIMEOUT_SECONDS", 10.0),
+            redis_timeout_seconds=_float(env, "COMMONS_REDIS_TIMEOUT_SECONDS", 0.5),
             rate_limit_requests=_int(env, "COMMONS_RATE_LIMIT_REQUESTS", 600),
             rate_limit_failed_logins=_int(env, "COMMONS_RATE_LIMIT_FAILED_LOGINS", 10),
             rate_limit_webhooks=_int(env, "COMMONS_RATE_LIMIT_WEBHOOKS", 60),

@@ -11,14 +11,24 @@ from pathlib import Path
 
 from aiohttp import web
 from aiohttp_session import session_middleware
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import Redis
 
 from app.authentication import SessionCookieStorage
 from app.config import Settings
 from app.middleware import auth_middleware, errors_middleware
 from app.passwords import Passwords
 from app.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
-from app.resources import BLOBS, COMMUNITIES, HUB, LIMITER, PASSWORDS, POOL, REDIS, SETTINGS
+from app.resources import (
+    BLOBS,
+    COMMUNITIES,
+    HUB,
+    LIMITER,
+    PASSWORDS,
+    POOL,
+    REDIS,
+    REDIS_HEALTH,
+    SETTINGS,
+)
 from app.routes import add_routes
 from app.tenancy import CommunityResolver
 from app.uploads import uploads_middleware
@@ -26,6 +36,7 @@ from app.xml_format import negotiation_middleware
 from realtime.hub import Hub, HubSettings, LocalHub, RedisHub
 from storage.blobs import open_blob_store
 from storage.db import QueryObserver, create_pool
+from storage.redis import RedisHealth, redis_client
 
 log = logging.getLogger("commons")
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -66,12 +77,15 @@ def create_app(
     )
     app[SETTINGS] = settings
     app[PASSWORDS] = Passwords(settings.argon2, settings.credentials_cache_seconds)
+    # one view of Redis's health for the rate limits and the realtime publisher
+    app[REDIS_HEALTH] = RedisHealth()
 
     async def database(app: web.Application) -> AsyncIterator[None]:
         assert settings.database_url
         pool = await create_pool(
             settings.database_url, size=settings.db_pool_size, observer=query_observer,
-            reset_sessions=False,
+            reset_sessions=False, connect_timeout=settings.db_connect_timeout_seconds,
+            acquire_timeout=settings.db_acquire_timeout_seconds,
         )
         app[POOL] = pool
         app[COMMUNITIES] = CommunityResolver(pool)
@@ -82,13 +96,9 @@ def create_app(
         limiter: RateLimiter
         client: Redis | None = None
         if settings.redis_url:
-            # Blocking pool: a burst of concurrent requests waits for a connection instead
-            # of failing once the pool's limit is reached.
-            client = Redis.from_pool(BlockingConnectionPool.from_url(
-                settings.redis_url, max_connections=50, timeout=2,
-            ))
+            client = redis_client(settings.redis_url, timeout=settings.redis_timeout_seconds)
             app[REDIS] = client
-            limiter = RedisRateLimiter(client, settings.redis_prefix)
+            limiter = RedisRateLimiter(client, settings.redis_prefix, app[REDIS_HEALTH])
         else:
             limiter = MemoryRateLimiter()
         app[LIMITER] = limiter
@@ -102,7 +112,9 @@ def create_app(
         if settings.redis_url:
             realtime = RedisHub(
                 app[POOL], settings.redis_url,
-                HubSettings(channel_prefix=f"{settings.redis_prefix}:rt:"),
+                HubSettings(channel_prefix=f"{settings.redis_prefix}:rt:",
+                            redis_timeout=settings.redis_timeout_seconds),
+                health=app[REDIS_HEALTH],
             )
         else:
             realtime = LocalHub(app[POOL])

@@ -12,10 +12,12 @@ from app.ratelimit import RateLimiter
 from app.tenancy import CommunityResolver
 from realtime.hub import Hub
 from storage.blobs import BlobStore
+from storage.redis import RedisHealth
 
 SETTINGS = web.AppKey("settings", Settings)
 POOL = web.AppKey("pool", asyncpg.Pool)
 REDIS = web.AppKey("redis", Redis)
+REDIS_HEALTH = web.AppKey("redis_health", RedisHealth)
 PASSWORDS = web.AppKey("passwords", Passwords)
 LIMITER = web.AppKey("limiter", RateLimiter)
 COMMUNITIES = web.AppKey("communities", CommunityResolver)

@@ -21,7 +21,7 @@ from app.context import VIEWER, community_of
 from app.errors import TooLarge, UnsupportedMediaType
 from app.middleware import public
 from app.params import parse_query
-from app.resources import LIMITER, POOL, SETTINGS
+from app.resources import HUB, LIMITER, PASSWORDS, POOL, SETTINGS
 from app.responses import json_response
 
 CHUNK = 64 * 1024
@@ -78,6 +78,7 @@ async def provision(request: web.Request) -> web.Response:
     if not request.content_type.startswith("multipart/"):
         raise UnsupportedMediaType("Send multipart/form-data with the export as the field file")
     report = await actions.provision(
-        request.app[POOL], community_of(request).id, caller_id, _parts(request)
+        request.app[POOL], community_of(request).id, caller_id, _parts(request),
+        hub=request.app.get(HUB), passwords=request.app[PASSWORDS],
     )
     return json_response({"provision": report.as_json()})

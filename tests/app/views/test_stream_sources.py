@@ -148,15 +148,20 @@ async def test_tag_overrides_stream_id_and_user_and_system_narrow_every_list(
     assert by_path == [bobs]
     assert await _home(admin, stream_id=str(team_stream), user_id=str(admin.id)) == [admins]
     # external_system_id narrows a user's messages, and user_id a system's
-    await world.pool.execute("UPDATE messages SET external_system_id = 77 WHERE id = $1", bobs)
+    system = await world.pool.fetchval(
+        "INSERT INTO external_systems (community_id, name, system_url, client_identifier, "
+        "client_secret_hash) VALUES ($1, 'CRM', 'https://crm.example', 'crm-narrow', 'x') "
+        "RETURNING id", admin.community.id)
+    await world.pool.execute("UPDATE messages SET external_system_id = $2 WHERE id = $1", bobs,
+                             system)
     assert message_ids(await admin.api.get(
-        f"/api/users/{bob.id}/messages", params={"external_system_id": "77"})) == [bobs]
+        f"/api/users/{bob.id}/messages", params={"external_system_id": str(system)})) == [bobs]
     assert message_ids(await admin.api.get(
-        f"/api/users/{admin.id}/messages", params={"external_system_id": "77"})) == []
+        f"/api/users/{admin.id}/messages", params={"external_system_id": str(system)})) == []
     assert message_ids(await admin.api.get(
-        "/api/external_systems/77/messages", params={"user_id": str(admin.id)})) == []
+        f"/api/external_systems/{system}/messages", params={"user_id": str(admin.id)})) == []
     assert message_ids(await admin.api.get(
-        "/api/external_systems/77/messages", params={"user_id": str(bob.id)})) == [bobs]
+        f"/api/external_systems/{system}/messages", params={"user_id": str(bob.id)})) == [bobs]
 
 
 async def test_not_in_company_stream_keeps_a_systems_messages_out_of_company(

@@ -222,3 +222,37 @@ async def test_a_server_without_the_provision_route_answers_404_for_it() -> None
         assert isinstance(match.http_exception, web.HTTPNotFound), method
     found = await app.router.resolve(make_mocked_request("PUT", "/api/users/12-pat.xml"))
     assert found.get("user_id") == "12-pat" and found.get("_ext") == ".xml"
+
+
+async def test_a_download_named_xml_is_no_format_suffix(world: World) -> None:
+    from aiohttp import web
+    from aiohttp.test_utils import make_mocked_request
+
+    from app.routes import add_routes
+
+    app = web.Application()
+    add_routes(app)
+    match = await app.router.resolve(
+        make_mocked_request("GET", "/api/attachments/3/original/report.xml"))
+    assert match.get("filename") == "report.xml" and "_ext" not in match
+    admin = await world.community()
+    missing = await admin.api.get("/api/attachments/999/original/report.xml")
+    assert missing.status == 404 and missing.json["code"] == "not_found"
+    xml_404 = await admin.api.get("/api/nowhere.xml")
+    assert xml_404.status == 404 and _xml(xml_404.text).tag == "errors"
+
+
+async def test_activeresource_xml_update_and_comment(world: World) -> None:
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    message = await post(bob, "Draft")
+    url = f"/api/messages/{message['id']}.xml"
+    resp = await bob.api.put(url, data=b'<?xml version="1.0" encoding="UTF-8"?>\n'
+                             b"<message><body>Edited in XML</body></message>", headers=XML)
+    assert resp.status == 200, resp.text
+    assert _xml(resp.text).find("body").text == "Edited in XML"  # type: ignore[union-attr]
+    comment = await bob.api.post(f"/api/messages/{message['id']}/comments.xml",
+                                 data=b"<comment><text>From XML</text></comment>", headers=XML)
+    assert comment.status == 201, comment.text
+    root = _xml(comment.text)
+    assert root.tag == "comment" and root.find("text").text == "From XML"  # type: ignore[union-attr]

@@ -256,30 +256,6 @@ class ConnectProxy:
         if self._server is not None:
             self._server.close()
 
-    def _reply(self, conn: h2.connection.H2Connection, stream_id: int,
-               headers: dict[str, str], answer: Answer) -> None:
-        self.answered.append((headers.get(":path", "").rsplit("/", 1)[-1], answer.status))
-        out = [(":status", str(answer.status)), ("apns-id", headers.get("apns-id", "")),
-               *answer.headers.items()]
-        if answer.reason is None:
-            conn.send_headers(stream_id, out, end_stream=True)
-        else:
-            reply = orjson.dumps({"reason": answer.reason, "timestamp": int(time.time() * 1000)})
-            conn.send_headers(stream_id, [*out, ("content-type", "application/json")])
-            conn.send_data(stream_id, reply, end_stream=True)
-
-    async def _reply_later(self, conn: h2.connection.H2Connection,
-                           writer: asyncio.StreamWriter, stream_id: int,
-                           headers: dict[str, str], answer: Answer) -> None:
-        await asyncio.sleep(self.delay)
-        if writer.is_closing():
-            return  # the client is gone (killed) before hearing the answer
-        try:
-            self._reply(conn, stream_id, headers, answer)
-            writer.write(conn.data_to_send())
-        except (OSError, h2.exceptions.ProtocolError):
-            pass
-
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await reader.readuntil(b"\r\n\r\n")

@@ -386,3 +386,18 @@ async def test_a_stopping_worker_finishes_its_batch_and_leaves_the_rest_queued(
     assert stats.sent == 2
     left = await pending(world)
     assert len(left) == 4 and all(job["attempts"] == 0 for job in left)
+
+
+async def test_nothing_is_sent_to_a_member_who_left_meanwhile(
+    world: World, fcm: FakeFcm, provider: FcmProvider
+) -> None:
+    admin, ann, bob = await people(world)
+    await register(bob, "bob:chat", "conversations")
+    await register(admin, "admin:chat", "conversations")
+    group = await start(ann, bob, admin, text=None, name="Planning")
+    await say(ann, group["id"], "who is in?")
+    resp = await bob.api.delete(f"/api/conversations/{group['id']}/members/me")
+    assert resp.status in (200, 204), resp.text
+    stats = await make_worker(world, provider).run_once()
+    assert (stats.skipped, stats.sent) == (1, 1)
+    assert fcm.attempts == ["admin:chat"]

@@ -114,6 +114,31 @@ async def confirm_password(request: web.Request, user_id: int, password: str) ->
                         fields={"user[current_password]": ["is wrong"]})
 
 
+async def check_password_everywhere(
+    request: web.Request, login: str, password: str
+) -> list[asyncpg.Record]:
+    """The active users of every community with these credentials (the central API host,
+    which serves no community); Unauthorized when none, RateLimited as check_password."""
+    app = request.app
+    limiter = app[LIMITER]
+    limit = app[SETTINGS].rate_limit_failed_logins
+    key = f"login:{client_address(request)}:central:{login.lower()}"
+    retry = await limiter.peek(key, limit)
+    if retry is not None:
+        raise RateLimited(retry, "Too many failed logins; try again later")
+    rows = await users.by_login_everywhere(app[POOL], login) if login else []
+    matched = [
+        row for row in rows
+        if await app[PASSWORDS].verify(row["id"], row["password_hash"], password)
+    ]
+    if not rows:
+        await app[PASSWORDS].verify_nothing(password)
+    if not matched:
+        await limiter.hit(key, limit)
+        raise Unauthorized("Invalid login or password")
+    return matched
+
+
 def _viewer(row: asyncpg.Record) -> Viewer:
     return Viewer(id=row["id"], community_id=row["community_id"], role=row["role"], row=row)
 

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from push.worker import WorkerSettings
+
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:
     raw = env.get(name, "").strip()
@@ -16,6 +18,16 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         return int(raw)
     except ValueError as exc:
         raise ValueError(f"{name} must be an integer, got {raw!r}") from exc
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ValueError(f"{name} must be a number, got {raw!r}") from exc
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -46,6 +58,8 @@ class ApnsSettings:
     team_id: str | None
     topic: str | None
     use_sandbox: bool
+    # an HTTP CONNECT proxy for APNs (APNS_PROXY, "http://host:port" or "host:port")
+    proxy: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +110,7 @@ class Settings:
     s3: S3Settings | None = None
     apns: ApnsSettings | None = None
     fcm: FcmSettings | None = None
+    push: WorkerSettings = field(default_factory=WorkerSettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -117,6 +132,7 @@ class Settings:
                 team_id=_str(env, "APNS_TEAM_ID"),
                 topic=_str(env, "APNS_TOPIC"),
                 use_sandbox=_bool(env, "APNS_USE_SANDBOX", False),
+                proxy=_str(env, "APNS_PROXY"),
             )
         fcm = None
         if _str(env, "FCM_CREDENTIALS_FILE"):
@@ -155,6 +171,15 @@ class Settings:
             s3=s3,
             apns=apns,
             fcm=fcm,
+            push=WorkerSettings(
+                batch_size=_int(env, "PUSH_BATCH_SIZE", 100),
+                concurrency=_int(env, "PUSH_CONCURRENCY", 32),
+                lease=_float(env, "PUSH_LEASE_SECONDS", 60.0),
+                backoff_min=_float(env, "PUSH_BACKOFF_MIN_SECONDS", 1.0),
+                backoff_max=_float(env, "PUSH_BACKOFF_MAX_SECONDS", 3600.0),
+                give_up=_float(env, "PUSH_GIVE_UP_SECONDS", 86400.0),
+                badge_interval=_float(env, "PUSH_BADGE_INTERVAL_SECONDS", 5.0),
+            ),
         )
 
     def with_database(self, database_url: str) -> Settings:

@@ -37,6 +37,7 @@ from app.views import messages as message_views
 from app.views import meta as meta_views
 from app.views import notifications as notification_views
 from app.views import polls as poll_views
+from app.views import provisioning as provisioning_views
 from app.views import reach_extensions as reach_extension_views
 from app.views import realtime as realtime_views
 from app.views import search as search_views
@@ -84,6 +85,9 @@ ROUTES: list[Route] = [
     _r("GET", "/api/users", user_views.list_users, "List users", query=user_views.UserListQuery),
     _r("POST", "/api/users", user_views.create_user, "Create a user (community admin)",
        body=user_views.UserCreateBody, root="user"),
+    _r("POST", "/api/users/provision", provisioning_views.provision,
+       "Provision users from a directory export (multipart file, gzip or XML; community "
+       "admin or external system)"),
     _r("GET", "/api/users/search", user_views.search_users, "Search users",
        query=user_views.SearchQuery),
     _r("GET", "/api/users/suggest", user_views.suggest_users, "Suggest users (autocomplete)",

@@ -111,7 +111,7 @@ async def run_worker(
         blobs = await stack.enter_async_context(open_blob_store(settings.s3, settings.data_dir))
         providers = await stack.enter_async_context(open_providers(settings.apns, settings.fcm))
         ctx = WorkerContext(pool, settings, blobs)
-        pusher = PushWorker(pool, providers)
+        pusher = PushWorker(pool, providers, settings.push)
         jobs = [Periodic(j.name, j.every, j.run) for j in JOBS]  # fresh timers per run
         if once:
             await _run_due(ctx, jobs, all_=True)

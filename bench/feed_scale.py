@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import time
@@ -120,7 +121,17 @@ async def small_group(pool: asyncpg.Pool, cid: int, admin_id: int, members: int)
     return gid
 
 
-async def run_scale(dsn: str, scale: Scale, runs: int) -> dict[str, Measure]:
+@dataclass
+class Prepared:
+    pool: asyncpg.Pool
+    hub: Any
+    pid: int
+    big_members: int
+    scenarios: dict[str, tuple[Call, int]]  # name: (call, runs)
+
+
+async def prepare(dsn: str, scale: Scale, runs: int) -> Prepared:
+    """Seed `dsn` at `scale` and build its scenarios (calls of the real actions)."""
     from app.actions.chat_messages import post_chat_message
     from app.actions.messages import NewMessage, create_message, list_messages
     from app.context import Viewer
@@ -133,63 +144,59 @@ async def run_scale(dsn: str, scale: Scale, runs: int) -> dict[str, Measure]:
     print(f"  seeded {scale} in {time.monotonic() - started:.0f} s", flush=True)
     pool = await create_pool(dsn, size=1)
     hub = LocalHub(pool)
-    try:
-        pid = await pool.fetchval("SELECT pg_backend_pid()")
-        big = await pool.fetchval(
-            "SELECT group_id FROM group_memberships WHERE community_id = $1 "
-            "GROUP BY group_id ORDER BY count(*) DESC LIMIT 1", cid)
-        big_members = await pool.fetchval(
-            "SELECT count(*) FROM group_memberships WHERE group_id = $1", big)
-        ten = await small_group(pool, cid, admin_id, 10)
-        viewer = Viewer(id=admin_id, community_id=cid, role="tenant_admin")
+    pid = await pool.fetchval("SELECT pg_backend_pid()")
+    big = await pool.fetchval(
+        "SELECT group_id FROM group_memberships WHERE community_id = $1 "
+        "GROUP BY group_id ORDER BY count(*) DESC LIMIT 1", cid)
+    big_members = await pool.fetchval(
+        "SELECT count(*) FROM group_memberships WHERE group_id = $1", big)
+    print(f"  biggest group: {big_members} members", flush=True)
+    ten = await small_group(pool, cid, admin_id, 10)
+    viewer = Viewer(id=admin_id, community_id=cid, role="tenant_admin")
 
-        def page(query: MessageQuery, n: int) -> Call:
-            return lambda: list_messages(pool, viewer, BASE, query, page=n, per_page=20)
+    def page(query: MessageQuery, n: int) -> Call:
+        return lambda: list_messages(pool, viewer, BASE, query, page=n, per_page=20)
 
-        home = MessageQuery(stream="home", sticky_first=True)
-        company = MessageQuery(stream="company", sticky_first=True)
-        group = MessageQuery(group_id=big)
-        mentions = MessageQuery(stream="mentions")
-        scenarios: dict[str, Call] = {
-            "Home p1": page(home, 1),
-            "Home p50": page(home, 50),
-            "Company p1": page(company, 1),
-            "Company p50": page(company, 50),
-            "biggest group p1": page(group, 1),
-            "biggest group p50": page(group, 50),
-            "@Mentions p1": page(mentions, 1),
-            "@Mentions p50": page(mentions, 50),
-            "#tag p1": page(MessageQuery(stream="company", topic="topic7"), 1),
-            "search p1": page(MessageQuery(stream="company", search="12345"), 1),
-        }
-        results: dict[str, Measure] = {}
-        for name, call in scenarios.items():
-            results[name] = await measure(pool, pid, call, runs)
-        print(f"  biggest group: {big_members} members", flush=True)
-        for name, gid in (("chat post, 10 members", ten), ("chat post, biggest group", big)):
-            results[name] = await measure(pool, pid, lambda g=gid: post_chat_message(
-                pool, hub, viewer, g, "hello all", (), BASE), runs)
-        for name, gid in (("message post, 10 members", ten),
-                          ("message post, biggest group", big)):
-            results[name] = await measure(pool, pid, lambda g=gid: create_message(
-                pool, viewer, BASE, NewMessage(body="news for the group", group_id=g), hub),
-                runs)
+    def chat(group_id: int) -> Call:
+        return lambda: post_chat_message(pool, hub, viewer, group_id, "hello all", (), BASE)
 
-        async def old_home() -> None:
-            async with pool.acquire() as conn:
-                await conn.execute("SET statement_timeout = '50s'")
-                try:
-                    await conn.fetch(OLD_HOME, cid, admin_id, False)
-                except asyncpg.QueryCanceledError:
-                    pass
-                finally:
-                    await conn.execute("RESET statement_timeout")
+    def post(group_id: int) -> Call:
+        return lambda: create_message(
+            pool, viewer, BASE, NewMessage(body="news for the group", group_id=group_id), hub)
 
-        results["before: Home p1 query"] = await measure(pool, pid, old_home, min(runs, 3))
-    finally:
-        await hub.close()
-        await pool.close()
-    return results
+    async def old_home() -> None:
+        async with pool.acquire() as conn:
+            await conn.execute("SET statement_timeout = '50s'")
+            try:
+                await conn.fetch(OLD_HOME, cid, admin_id, False)
+            except asyncpg.QueryCanceledError:
+                pass
+            finally:
+                await conn.execute("RESET statement_timeout")
+
+    home = MessageQuery(stream="home", sticky_first=True)
+    company = MessageQuery(stream="company", sticky_first=True)
+    group = MessageQuery(group_id=big)
+    mentions = MessageQuery(stream="mentions")
+    calls: dict[str, Call] = {
+        "Home p1": page(home, 1),
+        "Home p50": page(home, 50),
+        "Company p1": page(company, 1),
+        "Company p50": page(company, 50),
+        "biggest group p1": page(group, 1),
+        "biggest group p50": page(group, 50),
+        "@Mentions p1": page(mentions, 1),
+        "@Mentions p50 (small: empty)": page(mentions, 50),
+        "#tag p1": page(MessageQuery(stream="company", topic="topic7"), 1),
+        "search p1": page(MessageQuery(stream="company", search="12345"), 1),
+        "chat post, 10 members": chat(ten),
+        "chat post, biggest group": chat(big),
+        "message post, 10 members": post(ten),
+        "message post, biggest group": post(big),
+    }
+    scenarios = {name: (call, runs) for name, call in calls.items()}
+    scenarios["before: Home p1 query"] = (old_home, min(runs, 3))
+    return Prepared(pool, hub, pid, big_members, scenarios)
 
 
 async def _main(args: argparse.Namespace) -> int:
@@ -204,12 +211,23 @@ async def _main(args: argparse.Namespace) -> int:
     }
     if args.only_small:
         del scales["large"]
-    measured: dict[str, dict[str, Measure]] = {}
+    measured: dict[str, dict[str, Measure]] = {label: {} for label in scales}
     started = time.monotonic()
-    for label, scale in scales.items():
-        print(f"{label}:", flush=True)
-        async with fresh_database(admin_dsn, f"commons_feed_{label}") as dsn:
-            measured[label] = await run_scale(dsn, scale, args.runs)
+    async with contextlib.AsyncExitStack() as stack:
+        prepared: dict[str, Prepared] = {}
+        for label, scale in scales.items():
+            print(f"{label}:", flush=True)
+            dsn = await stack.enter_async_context(
+                fresh_database(admin_dsn, f"commons_feed_{label}"))
+            prepared[label] = await prepare(dsn, scale, args.runs)
+            stack.push_async_callback(prepared[label].pool.close)
+            stack.push_async_callback(prepared[label].hub.close)
+        # each scenario at both sizes back to back, so that both see the same load on the
+        # (shared) machine
+        for name in prepared["small"].scenarios:
+            for label, ready in prepared.items():
+                call, runs = ready.scenarios[name]
+                measured[label][name] = await measure(ready.pool, ready.pid, call, runs)
     if "large" not in measured:
         measured["large"] = measured["small"]
     print()

@@ -43,6 +43,16 @@ markup code), so that the admin's Home stream (`GET /api/messages`, 20 per page)
 messages with their comments and likes. `POST /api/messages` posts a short text with a
 #hashtag and an @mention of a seeded user through the real action (notifications included);
 it adds a message per request, so the table grows during the run.
+
+`--scale large` (issue 14) measures instead how the feed holds up as the community grows: it
+seeds one database at small scale and one at large scale with bench/feed_seed.py (20,000 vs
+1,000,000 messages, 100,000 users, 1,000 groups; `--large-comments`/`--large-likes` per
+message, 1 and 1 by default to keep the seed to a few minutes, 3 and 5 at small scale), serves
+each in turn, and loads page 1 and page 50 of Home, Company, the biggest group's stream and
+@Mentions, a search, the notifications and the conversation list. It prints for each the
+req/s, p50, p99, the server's CPU and PostgreSQL's CPU per request (its backends for the bench
+database, from /proc), at both scales, and the large/small ratio of the p50. No floor here:
+the two scales are each other's reference.
 """
 
 from __future__ import annotations
@@ -107,12 +117,19 @@ class Result:
     latencies: list[float] = field(default_factory=list)
     statuses: dict[int, int] = field(default_factory=dict)
     cpu_seconds: float | None = None  # the server process's CPU time over the measured span
+    pg_cpu_seconds: float | None = None  # PostgreSQL's backends' (when metered), same span
 
     @property
     def cpu_ms_per_request(self) -> float:
         if self.cpu_seconds is None or not self.requests:
             return float("nan")
         return self.cpu_seconds * 1000 / self.requests
+
+    @property
+    def pg_cpu_ms_per_request(self) -> float:
+        if self.pg_cpu_seconds is None or not self.requests:
+            return float("nan")
+        return self.pg_cpu_seconds * 1000 / self.requests
 
     @property
     def rps(self) -> float:
@@ -367,7 +384,7 @@ def basic(login: str, password: str) -> str:
 
 async def load(
     base: str, scenario: Scenario, headers: dict[str, str], concurrency: int,
-    warmup: float, seconds: float, pid: int | None = None,
+    warmup: float, seconds: float, pid: int | None = None, pg_pids: list[int] | None = None,
 ) -> Result:
     result = Result()
     data = orjson.dumps(scenario.body) if scenario.body is not None else None
@@ -404,10 +421,16 @@ async def load(
         async def cpu_meter() -> None:
             await asyncio.sleep(max(0.0, measure_from - time.perf_counter()))
             before = cpu_time(pid)
+            pg_before = [cpu_time(p) for p in pg_pids or ()]
             await asyncio.sleep(max(0.0, end - time.perf_counter()))
             after = cpu_time(pid)
+            pg_after = [cpu_time(p) for p in pg_pids or ()]
             if before is not None and after is not None:
                 result.cpu_seconds = after - before
+            if pg_pids:
+                result.pg_cpu_seconds = sum(
+                    (a or 0.0) - (b or 0.0) for a, b in zip(pg_after, pg_before, strict=True)
+                    if a is not None and b is not None)
 
         await asyncio.gather(cpu_meter(), *(worker() for _ in range(concurrency)))
     result.seconds = seconds
@@ -452,7 +475,139 @@ def row(cells: list[str], widths: list[int]) -> str:
         zip(cells, widths, strict=True)))
 
 
+async def backend_pids(dsn: str) -> list[int]:
+    """The PostgreSQL backends serving the bench database (the server's pool), on this host."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()")
+    finally:
+        await conn.close()
+    return [r["pid"] for r in rows]
+
+
+async def scale_pass(
+    admin_dsn: str, label: str, scale: Any, args: argparse.Namespace
+) -> tuple[dict[str, Result], int]:
+    """Seed one database at `scale`, serve it, load every feed scenario; the results by name
+    and the size of the biggest group."""
+    from feed_seed import create_seeded
+
+    t_start = time.monotonic()
+    async with fresh_database(admin_dsn, f"commons_bench_{label}") as dsn:
+        print(f"{label}: seeding {scale}", flush=True)
+        await create_seeded(dsn, scale, verbose=True)
+        print(f"{label}: seeded in {time.monotonic() - t_start:.0f} s", flush=True)
+        big, members = await _biggest_group(dsn)
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        headers = {"Authorization": basic(ADMIN_EMAIL, ADMIN_PASSWORD), "Host": DOMAIN}
+        data_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"commons-bench-{os.getpid()}"
+        results: dict[str, Result] = {}
+        with commons_server(dsn, port, data_dir) as server:
+            await wait_until_up(base + "/api/openapi.json", server)
+            if not args.no_pin and (os.cpu_count() or 1) >= 2:
+                pin(server.pid, 0)
+                pin(0, 1)
+            async with aiohttp.ClientSession() as session, session.get(
+                base + "/api/streams", headers=headers
+            ) as resp:
+                streams = {s["name"]: s["id"] for s in (await resp.json())["streams"]}
+            scenarios = [
+                Scenario("Home p1", "GET", "/api/messages"),
+                Scenario("Home p50", "GET", "/api/messages?page=50"),
+                Scenario("Company p1", "GET", f"/api/streams/{streams['Company']}/messages"),
+                Scenario("Company p50", "GET",
+                         f"/api/streams/{streams['Company']}/messages?page=50"),
+                Scenario("biggest group p1", "GET", f"/api/groups/{big}/messages"),
+                Scenario("biggest group p50", "GET", f"/api/groups/{big}/messages?page=50"),
+                Scenario("@Mentions p1", "GET",
+                         f"/api/streams/{streams['@Mentions']}/messages"),
+                Scenario("@Mentions p50", "GET",
+                         f"/api/streams/{streams['@Mentions']}/messages?page=50"),
+                Scenario("search", "GET", "/api/messages/search?q=12345"),
+                Scenario("notifications", "GET", "/api/notifications"),
+                Scenario("conversations", "GET", "/api/conversations"),
+            ]
+            for scenario in scenarios:
+                if args.only and scenario.name not in args.only:
+                    continue
+                status, _, body = await record(base, scenario, headers)
+                if not 200 <= status < 300:
+                    raise RuntimeError(f"{scenario.name}: {status} {body[:300]!r}")
+                pg_pids = await backend_pids(dsn)
+                results[scenario.name] = await load(
+                    base, scenario, headers, args.concurrency, args.warmup, args.seconds,
+                    server.pid, pg_pids)
+    return results, members
+
+
+async def _biggest_group(dsn: str) -> tuple[int, int]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        row = await conn.fetchrow(
+            "SELECT group_id, count(*) AS n FROM group_memberships GROUP BY group_id "
+            "ORDER BY count(*) DESC LIMIT 1")
+    finally:
+        await conn.close()
+    assert row is not None
+    return int(row["group_id"]), int(row["n"])
+
+
+async def run_scale(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from feed_seed import SCALES
+
+    from tests.servers import ensure_postgres
+
+    admin_dsn = ensure_postgres()
+    t_start = time.monotonic()
+    scales = {"small": SCALES["small"],
+              "large": replace(SCALES["large"], comments=args.large_comments,
+                               likes=args.large_likes)}
+    if args.scale == "small":
+        del scales["large"]
+    measured = {label: await scale_pass(admin_dsn, label, scale, args)
+                for label, scale in scales.items()}
+    print()
+    print(f"Commons feed at scale: {args.concurrency} concurrent keep-alive connections, "
+          f"{args.warmup:g} s warm-up + {args.seconds:g} s per run; small = "
+          f"{scales['small'].messages:,} messages (biggest group "
+          f"{measured['small'][1]:,} members)"
+          + (f", large = {scales['large'].messages:,} messages, {scales['large'].users:,} "
+             f"users, {scales['large'].groups:,} groups ({scales['large'].comments} comments, "
+             f"{scales['large'].likes} likes each; biggest group {measured['large'][1]:,} "
+             "members)" if "large" in scales else ""))
+    widths = [18, 6, 7, 7, 6, 6, 6, 7, 7, 6, 6, 6]
+    print(row(["endpoint", "req/s", "p50 ms", "p99 ms", "cpu", "pg cpu", "large",
+               "p50 ms", "p99 ms", "cpu", "pg cpu", "ratio"], widths))
+    small = measured["small"][0]
+    large = measured.get("large", measured["small"])[0]
+    for name, s_res in small.items():
+        l_res = large[name]
+        ratio = l_res.percentile(50) / s_res.percentile(50)
+        print(row([name, f"{s_res.rps:.0f}", f"{s_res.percentile(50):.1f}",
+                   f"{s_res.percentile(99):.1f}", f"{s_res.cpu_ms_per_request:.2f}",
+                   f"{s_res.pg_cpu_ms_per_request:.2f}", f"{l_res.rps:.0f}",
+                   f"{l_res.percentile(50):.1f}", f"{l_res.percentile(99):.1f}",
+                   f"{l_res.cpu_ms_per_request:.2f}", f"{l_res.pg_cpu_ms_per_request:.2f}",
+                   f"{ratio:.2f}x"], widths))
+        for label, res in (("small", s_res), ("large", l_res)):
+            if res.errors:
+                print(f"  ! {label}: {res.errors} non-2xx answers {res.statuses}")
+    print("cpu: the server process's CPU ms per request; pg cpu: PostgreSQL's (the bench "
+          "database's backends) per request; ratio: large p50 / small p50")
+    load1, load5, _ = os.getloadavg()
+    print(f"total {time.monotonic() - t_start:.0f} s; load average at the end {load1:.1f} "
+          f"(1 min), {load5:.1f} (5 min): other work on the machine skews every figure")
+    return 0
+
+
 async def run(args: argparse.Namespace) -> int:
+    if args.scale is not None:
+        return await run_scale(args)
     scenarios = [s for s in SCENARIOS if not args.only or s.name in args.only]
     if not scenarios:
         print(f"no scenario named {args.only}; have {[s.name for s in SCENARIOS]}")
@@ -551,6 +706,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="users whose first (cold) and second (warm) request are timed")
     parser.add_argument("--only", action="append", help="run only this scenario (repeatable)")
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
+    parser.add_argument("--scale", choices=["small", "large"],
+                        help="the feed at scale instead (issue 14): small, or small and large "
+                             "in one run with their ratio")
+    parser.add_argument("--large-comments", type=int, default=1,
+                        help="comments per message at large scale (--scale large)")
+    parser.add_argument("--large-likes", type=int, default=1,
+                        help="likes per message at large scale (--scale large)")
     args = parser.parse_args(argv)
     return asyncio.run(run(args))
 

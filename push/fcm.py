@@ -1,10 +1,9 @@
 """Firebase Cloud Messaging, HTTP v1 API, over aiohttp.
 
-Authentication is a service account's OAuth 2.0 access token, obtained with the JWT bearer
-grant (RFC 7523), which is small enough to do here with `cryptography` rather than pull in
-google-auth: an RS256-signed JWT {iss: client_email, scope, aud: token_uri, iat, exp} is posted
-to the account's token_uri, and the access token it returns is cached until shortly before it
-expires (and dropped at once when FCM answers 401).
+Authentication is a service account's OAuth 2.0 access token from google-auth (the JWT bearer
+grant to the account's token_uri), cached while google-auth says it is valid and dropped at
+once when FCM answers 401. google-auth's HTTP transports are synchronous, so a refresh (once
+an hour) runs in a thread, one at a time.
 
 Both URLs are configurable (the API base, `FCM_API_URL`; the token endpoint, `token_uri` of the
 credentials file), which is what lets the tests run a real HTTP exchange against a local
@@ -20,17 +19,16 @@ UNAVAILABLE, INTERNAL, QUOTA_EXCEEDED (429) and 5xx are retried, after Retry-Aft
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import aiohttp
+import google.auth.exceptions
 import orjson
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
+import urllib3
+from google.auth.transport.urllib3 import Request as Urllib3Request
+from google.oauth2 import service_account
 
 from push.jobs import PushMessage
 from push.provider import Outcome, SendResult, token_hint
@@ -38,11 +36,7 @@ from push.provider import Outcome, SendResult, token_hint
 log = logging.getLogger("commons.push.fcm")
 
 DEFAULT_API_URL = "https://fcm.googleapis.com"
-DEFAULT_TOKEN_URI = "https://oauth2.googleapis.com/token"
 SCOPE = "https://www.googleapis.com/auth/firebase.messaging"
-JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
-TOKEN_LIFETIME = 3600
-REFRESH_MARGIN = 300
 REQUEST_TIMEOUT = 15.0
 
 REJECTING = frozenset({"UNREGISTERED", "INVALID_ARGUMENT", "SENDER_ID_MISMATCH"})
@@ -61,51 +55,8 @@ class FcmOptions(Protocol):
     def api_url(self) -> str | None: ...
 
 
-@dataclass(frozen=True)
-class ServiceAccount:
-    client_email: str
-    private_key: rsa.RSAPrivateKey
-    private_key_id: str | None
-    token_uri: str
-    project_id: str | None
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ServiceAccount:
-        key = serialization.load_pem_private_key(data["private_key"].encode(), password=None)
-        if not isinstance(key, rsa.RSAPrivateKey):
-            raise ValueError("the service account key is not an RSA key")
-        return cls(
-            client_email=data["client_email"],
-            private_key=key,
-            private_key_id=data.get("private_key_id"),
-            token_uri=data.get("token_uri") or DEFAULT_TOKEN_URI,
-            project_id=data.get("project_id"),
-        )
-
-    @classmethod
-    def from_file(cls, path: str | Path) -> ServiceAccount:
-        return cls.from_json(orjson.loads(Path(path).read_bytes()))
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def signed_assertion(account: ServiceAccount, now: int | None = None) -> str:
-    """The RS256 JWT the token endpoint exchanges for an access token."""
-    issued = int(time.time()) if now is None else now
-    header: dict[str, str] = {"alg": "RS256", "typ": "JWT"}
-    if account.private_key_id:
-        header["kid"] = account.private_key_id
-    claims = {
-        "iss": account.client_email, "scope": SCOPE, "aud": account.token_uri,
-        "iat": issued, "exp": issued + TOKEN_LIFETIME,
-    }
-    signing_input = f"{_b64(orjson.dumps(header))}.{_b64(orjson.dumps(claims))}"
-    signature = account.private_key.sign(
-        signing_input.encode(), padding.PKCS1v15(), hashes.SHA256()
-    )
-    return f"{signing_input}.{_b64(signature)}"
+def load_credentials(path: str | Path) -> service_account.Credentials:
+    return service_account.Credentials.from_service_account_file(str(path), scopes=[SCOPE])
 
 
 class AuthError(Exception):
@@ -113,50 +64,58 @@ class AuthError(Exception):
 
 
 class AccessTokens:
-    """One cached access token, fetched by one request at a time."""
+    """The service account's access token, refreshed by one request at a time."""
 
-    def __init__(self, session: aiohttp.ClientSession, account: ServiceAccount) -> None:
-        self._session = session
-        self._account = account
-        self._token: str | None = None
-        self._expires = 0.0
+    def __init__(self, credentials: service_account.Credentials) -> None:
+        self._credentials = credentials
+        self._http = urllib3.PoolManager(timeout=REQUEST_TIMEOUT, retries=False)
         self._lock = asyncio.Lock()
 
     def invalidate(self, token: str) -> None:
-        if self._token == token:
-            self._token = None
+        if self._credentials.token == token:
+            self._credentials.token = None
 
     async def get(self) -> str:
-        if self._token is not None and time.monotonic() < self._expires:
-            return self._token
+        credentials = self._credentials
+        if credentials.valid and credentials.token:
+            return str(credentials.token)
         async with self._lock:
-            if self._token is not None and time.monotonic() < self._expires:
-                return self._token
-            form = {"grant_type": JWT_BEARER, "assertion": signed_assertion(self._account)}
-            async with self._session.post(self._account.token_uri, data=form) as resp:
-                body = await resp.read()
-                if resp.status != 200:
-                    raise AuthError(f"token endpoint answered {resp.status}: {body[:200]!r}")
-            try:
-                data = orjson.loads(body)
-                token = str(data["access_token"])
-                lifetime = float(data.get("expires_in", TOKEN_LIFETIME))
-            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise AuthError(f"token endpoint answered no access token: {exc!r}") from None
-            self._token = token
-            self._expires = time.monotonic() + max(lifetime - REFRESH_MARGIN, lifetime / 2)
-            return token
+            if not (credentials.valid and credentials.token):
+                try:
+                    await asyncio.to_thread(credentials.refresh, Urllib3Request(self._http))
+                except google.auth.exceptions.GoogleAuthError as exc:
+                    raise AuthError(f"no access token: {exc}") from None
+            return str(credentials.token)
+
+    def close(self) -> None:
+        self._http.clear()
 
 
 def fcm_message(token: str, message: PushMessage) -> dict[str, Any]:
+    data = dict(message.data)
+    if message.badge is not None:
+        data["badge"] = str(message.badge)  # data values are strings in FCM
+    if message.silent:
+        # data-only: the app updates its badge without showing anything
+        return {"message": {"token": token, "data": data,
+                            "android": {"priority": "normal"}}}
     body: dict[str, Any] = {
         "token": token,
         "notification": {"title": message.title, "body": message.body},
-        "data": dict(message.data),
+        "data": data,
     }
+    android: dict[str, Any] = {}
+    aps: dict[str, Any] = {}
     if message.thread:
-        body["android"] = {"notification": {"tag": message.thread}}
-        body["apns"] = {"payload": {"aps": {"thread-id": message.thread}}}
+        android["tag"] = message.thread
+        aps["thread-id"] = message.thread
+    if message.badge is not None:
+        android["notification_count"] = message.badge
+        aps["badge"] = message.badge
+    if android:
+        body["android"] = {"notification": android}
+    if aps:
+        body["apns"] = {"payload": {"aps": aps}}
     return {"message": body}
 
 
@@ -199,20 +158,20 @@ class FcmProvider:
 
     def __init__(
         self,
-        account: ServiceAccount,
+        credentials: service_account.Credentials,
         *,
         project_id: str | None = None,
         api_url: str | None = None,
         session: aiohttp.ClientSession | None = None,
     ) -> None:
-        project = project_id or account.project_id
+        project = project_id or credentials.project_id
         if not project:
             raise ValueError("FCM needs a project id (FCM_PROJECT_ID or the credentials file)")
         self._owns_session = session is None
         self._session = session or aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
         )
-        self._tokens = AccessTokens(self._session, account)
+        self._tokens = AccessTokens(credentials)
         base = (api_url or DEFAULT_API_URL).rstrip("/")
         self.url = f"{base}/v1/projects/{project}/messages:send"
 
@@ -221,7 +180,7 @@ class FcmProvider:
         if not options.credentials_file:
             raise ValueError("FCM needs FCM_CREDENTIALS_FILE")
         return cls(
-            ServiceAccount.from_file(options.credentials_file),
+            load_credentials(options.credentials_file),
             project_id=options.project_id, api_url=options.api_url,
         )
 
@@ -247,5 +206,6 @@ class FcmProvider:
         return result
 
     async def close(self) -> None:
+        self._tokens.close()
         if self._owns_session:
             await self._session.close()

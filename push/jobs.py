@@ -14,12 +14,21 @@ Life of a job:
   is still unread or the remark still unacknowledged (`Claimed.wanted`).
 * Then the job is `complete`d (deleted: sent, no longer wanted, dropped, given up) or
   `retry`d at a later time.
+* The badge a push carries is counted by the claim statement (`storage.notifications.badge_of`,
+  the counts REST reports), so it is right as of the moment the push leaves, and never stored.
+* A `badge` job is a silent badge update of one device (`enqueue_badges`, when its user read
+  something). There is at most one per device (a unique index): a read bumps its "seq". Once
+  sent (`settle_badges`), the job stays, remembering the seq it sent, until `interval` later;
+  it is then sent again if reads came in meanwhile, else deleted. So a burst of reads gives
+  at most one update per device per interval, and the last read is never left unannounced.
 
-The payload is provider-neutral: {"title", "body", "data": {str: str}, "thread", "check"}.
+The payload is provider-neutral: {"title", "body", "data": {str: str}, "thread", "check"}
+(a badge job's is {"seq": n, "sent_seq": m}).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -28,10 +37,12 @@ from typing import Any
 import asyncpg
 import orjson
 
+from storage.notifications import badge_of
+
 CHANNEL = "commons_push"
 """The LISTEN/NOTIFY channel that wakes workers when jobs are committed."""
 
-KINDS = ("notification", "remark")
+KINDS = ("notification", "remark", "badge")
 NOTIFICATION_TYPES = ("main", "conversations")
 # The device switch that must be on for a push of each kind (besides push_enabled); a name from
 # here is the only thing ever put into SQL text.
@@ -83,6 +94,7 @@ _WANTED = """
             WHERE m.conversation_id = (j.payload->'check'->>'conversation_id')::bigint
               AND m.user_id = j.user_id AND m.left_at IS NULL
               AND m.last_read_activity_id < (j.payload->'check'->>'activity_id')::bigint)
+        WHEN 'badge' THEN (j.payload->>'seq') IS DISTINCT FROM (j.payload->>'sent_seq')
         ELSE false END)
 """
 
@@ -98,10 +110,45 @@ UPDATE push_jobs j SET attempts = j.attempts + 1, next_attempt_at = now() + $2::
 FROM due, client_devices d
 WHERE j.id = due.id AND d.id = j.device_id
 RETURNING j.id, j.community_id, j.user_id, j.device_id, j.kind, j.payload::text AS payload,
-          j.attempts, j.created_at, d.registration_id, d.platform, {_WANTED} AS wanted
+          j.attempts, j.created_at, d.registration_id, d.platform, {_WANTED} AS wanted,
+          {badge_of("j.community_id", "j.user_id")} AS badge
 """
 
 COMPLETE = "DELETE FROM push_jobs WHERE id = ANY($1::bigint[])"
+
+# One silent badge update per device of the user that has push on: a new job, or a bump of
+# the device's existing one (see the module docstring).
+_ENQUEUE_BADGES = """
+WITH made AS (
+    INSERT INTO push_jobs AS j (community_id, user_id, device_id, kind, payload)
+    SELECT $1, d.user_id, d.id, 'badge', '{"seq": 0}'::jsonb
+    FROM client_devices d
+    WHERE d.community_id = $1 AND d.user_id = $2 AND d.push_enabled
+    ORDER BY d.id
+    ON CONFLICT (device_id) WHERE kind = 'badge'
+    DO UPDATE SET payload = j.payload || jsonb_build_object('seq', (j.payload->>'seq')::int + 1)
+    RETURNING 1
+), counted AS (SELECT count(*)::int AS n FROM made)
+SELECT n, CASE WHEN n > 0 THEN pg_notify('commons_push', '')::text END AS woke FROM counted
+"""
+
+# Badge jobs handled: $1 ids, $2 their seq when claimed, $3 whether each was sent, $4 the
+# interval. Sent: kept until the interval is over, remembering what was sent. Not sent (not
+# wanted): deleted, unless a read came in meanwhile (then due at once).
+_SETTLE_BADGES = """
+WITH x AS (
+    SELECT * FROM unnest($1::bigint[], $2::int[], $3::boolean[]) AS x(id, seq, sent)
+), kept AS (
+    UPDATE push_jobs j
+    SET payload = CASE WHEN x.sent THEN j.payload || jsonb_build_object('sent_seq', x.seq)
+                       ELSE j.payload END,
+        next_attempt_at = CASE WHEN x.sent THEN now() + $4::interval ELSE now() END,
+        attempts = 0
+    FROM x WHERE j.id = x.id AND (x.sent OR (j.payload->>'seq')::int <> x.seq)
+)
+DELETE FROM push_jobs j USING x
+WHERE j.id = x.id AND NOT x.sent AND (j.payload->>'seq')::int = x.seq
+"""
 
 RETRY = """
 UPDATE push_jobs j SET next_attempt_at = now() + make_interval(secs => x.delay),
@@ -126,6 +173,13 @@ class PushMessage:
     data: Mapping[str, str]
     thread: str | None = None
     """Pushes of one thread replace each other (APNs thread-id / collapse id, FCM tag)."""
+    badge: int | None = None
+    """The app icon's badge (counted when the job is claimed)."""
+    silent: bool = False
+    """A badge update only: nothing shown (APNs content-available, FCM data-only)."""
+    push_id: str | None = None
+    """The same for every attempt of one job (APNs apns-id), so that a re-send after a crash
+    is recognisably the same push."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +195,8 @@ class Claimed:
     platform: str
     wanted: bool
     message: PushMessage
+    seq: int = 0
+    """A badge job's seq when claimed (see settle_badges)."""
 
 
 def payload(
@@ -157,13 +213,25 @@ def payload(
     }
 
 
-def _message(raw: str) -> PushMessage:
-    data = orjson.loads(raw)
+def push_id(job_id: int) -> str:
+    """A job's stable push id, a UUID as APNs wants its apns-id."""
+    return str(uuid.uuid5(_PUSH_IDS, str(job_id)))
+
+
+_PUSH_IDS = uuid.UUID("6f0b4a52-5b1d-4e7e-9a55-1c0d2f4c3a10")
+
+
+def _message(job_id: int, kind: str, data: Mapping[str, Any], badge: int) -> PushMessage:
+    if kind == "badge":
+        return PushMessage(title="", body="", data={"type": "badge"}, badge=badge, silent=True,
+                           push_id=push_id(job_id))
     return PushMessage(
         title=str(data.get("title") or ""),
         body=str(data.get("body") or ""),
         data={str(k): str(v) for k, v in (data.get("data") or {}).items()},
         thread=data.get("thread"),
+        badge=badge,
+        push_id=push_id(job_id),
     )
 
 
@@ -230,15 +298,36 @@ async def claim(conn: asyncpg.Connection | asyncpg.Pool, limit: int, lease: time
                 ) -> list[Claimed]:
     """Take up to `limit` due jobs for `lease` (one statement, its own transaction)."""
     rows = await conn.fetch(CLAIM, limit, lease)
-    return [
-        Claimed(
+    out = []
+    for r in sorted(rows, key=lambda r: r["id"]):
+        data = orjson.loads(r["payload"])
+        out.append(Claimed(
             id=r["id"], community_id=r["community_id"], user_id=r["user_id"],
             device_id=r["device_id"], kind=r["kind"], attempts=r["attempts"],
             created_at=r["created_at"], registration_id=r["registration_id"],
-            platform=r["platform"], wanted=bool(r["wanted"]), message=_message(r["payload"]),
-        )
-        for r in sorted(rows, key=lambda r: r["id"])
-    ]
+            platform=r["platform"], wanted=bool(r["wanted"]),
+            message=_message(r["id"], r["kind"], data, int(r["badge"])),
+            seq=int(data.get("seq") or 0),
+        ))
+    return out
+
+
+async def enqueue_badges(conn: asyncpg.Connection, community_id: int, user_id: int) -> int:
+    """Silent badge updates for every device of the user with push on, in the caller's
+    transaction (see the module docstring); how many jobs were made or bumped."""
+    row = await conn.fetchrow(_ENQUEUE_BADGES, community_id, user_id)
+    assert row is not None
+    return int(row["n"])
+
+
+async def settle_badges(
+    conn: asyncpg.Connection | asyncpg.Pool, handled: Sequence[tuple[int, int, bool]],
+    interval: timedelta,
+) -> None:
+    """(job id, seq when claimed, whether it was sent) of badge jobs done with for now."""
+    if handled:
+        await conn.execute(_SETTLE_BADGES, [h[0] for h in handled], [h[1] for h in handled],
+                           [h[2] for h in handled], interval)
 
 
 async def complete(conn: asyncpg.Connection | asyncpg.Pool, ids: Sequence[int]) -> None:

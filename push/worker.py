@@ -4,11 +4,20 @@ Each round claims a batch of due jobs (push/jobs.py: SKIP LOCKED, with a lease, 
 the same statement), skips those no longer wanted, sends the rest with at most `concurrency`
 requests in flight, and then settles the batch in a few statements:
 
-* sent, dropped, not wanted any more, or given up (too many attempts, or older than `max_age`:
-  a push about something from yesterday is noise): the job is deleted;
-* a temporary failure: tried again after an exponential backoff with jitter (base * 2^(n-1),
-  at most `backoff_max`, never sooner than the provider's Retry-After);
+* sent, dropped, not wanted any more, or given up (older than `give_up`, 24 h by default:
+  Synapse's pusher schedule; a push about something from yesterday is noise): the job is
+  deleted (a badge update is kept for a while: see push/jobs.py `settle_badges`);
+* a temporary failure: tried again after an exponential backoff with jitter
+  (backoff_min * 2^(n-1), from 1 s to at most `backoff_max`, 1 h; never sooner than the
+  provider's Retry-After), unless that would be past `give_up`;
 * the token was rejected: the device is deleted, and with it every job still queued for it.
+
+Delivery is at least once: a worker killed after a send but before settling its batch leaves
+those jobs to be claimed again when their lease ends, and they are sent again. A re-send
+carries the same push id (APNs apns-id) and collapse id / tag as the first, so the device
+replaces the first rather than showing two. Results are settled as they come in (group
+commit), so what a killed worker leaves to be sent again is what was in flight (at most
+`concurrency`) plus what was being settled.
 
 Workers wake up on NOTIFY commons_push (sent by `enqueue` at commit) and otherwise poll every
 `idle_poll` seconds, which is also when retries come due.
@@ -42,15 +51,19 @@ PLATFORMS = ("apns", "fcm")
 
 @dataclass(frozen=True)
 class WorkerSettings:
+    """PUSH_* settings (README)."""
+
     batch_size: int = 100
-    concurrency: int = 16
-    lease: float = 120.0
-    """Seconds a claimed job stays invisible to other workers while it is being sent."""
-    max_attempts: int = 8
-    backoff_base: float = 15.0
+    concurrency: int = 32
+    lease: float = 60.0
+    """Seconds a claimed job stays invisible to other workers while it is being sent (longer
+    than a send can take: requests time out after 15 s)."""
+    backoff_min: float = 1.0
     backoff_max: float = 3600.0
-    max_age: float = 24 * 3600.0
+    give_up: float = 24 * 3600.0
     idle_poll: float = 5.0
+    badge_interval: float = 5.0
+    """At most one silent badge update per device per this many seconds."""
 
 
 @dataclass
@@ -83,9 +96,9 @@ def backoff(
     rng: Callable[[], float] = random.random,
 ) -> float:
     """Seconds until the next attempt after `attempts` failed ones."""
-    delay = min(settings.backoff_max, settings.backoff_base * 2 ** min(max(attempts - 1, 0), 30))
+    delay = min(settings.backoff_max, settings.backoff_min * 2 ** min(max(attempts - 1, 0), 30))
     delay *= 0.5 + rng() / 2  # jitter, so failed batches do not come back in lockstep
-    return max(delay, retry_after or 0.0)
+    return max(delay, settings.backoff_min, retry_after or 0.0)
 
 
 class PushWorker:
@@ -149,65 +162,117 @@ class PushWorker:
                 await _wait_any(stop, stop, self._settings.idle_poll)
 
     async def _deliver(self, batch: Sequence[Claimed]) -> Stats:
+        """Send a batch, settling results as they come (group commit: whatever finished while
+        the previous settlement was being written goes in the next one), so that a worker
+        killed mid-batch leaves few sent-but-unsettled jobs to be sent again."""
         stats = Stats()
         settings = self._settings
         now = datetime.now(UTC)
-        done: list[int] = []
-        retries: list[tuple[int, float, str]] = []
-        rejected: list[int] = []
+        pending = _Settlement()
         to_send: list[Claimed] = []
         for job in batch:
             if not job.wanted:
-                done.append(job.id)
+                if job.kind == "badge":
+                    pending.badges.append((job.id, job.seq, False))
+                else:
+                    pending.done.append(job.id)
                 stats.skipped += 1
                 stats.outcomes.append((job.id, "skipped"))
-            elif (now - job.created_at).total_seconds() > settings.max_age:
-                done.append(job.id)
+            elif (job.kind != "badge"  # a badge job is reused, read after read
+                  and (now - job.created_at).total_seconds() > settings.give_up):
+                pending.done.append(job.id)
                 stats.gave_up += 1
                 stats.outcomes.append((job.id, "gave_up"))
             else:
                 to_send.append(job)
         limit = asyncio.Semaphore(settings.concurrency)
+        ready = asyncio.Event()
+        ready.set()
+        remaining = len(to_send)
 
-        async def send(job: Claimed) -> SendResult:
+        async def send(job: Claimed) -> None:
+            nonlocal remaining
             async with limit:
                 provider = self._providers[job.platform]
                 try:
-                    return await provider.send(job.registration_id, job.message)
+                    result = await provider.send(job.registration_id, job.message)
                 except Exception as exc:  # a provider bug must not lose the batch
                     log.exception("push provider %s failed", provider.name)
-                    return SendResult(Outcome.RETRY, f"provider error: {exc!r}")
+                    result = SendResult(Outcome.RETRY, f"provider error: {exc!r}")
+            self._record(job, result, now, pending, stats)
+            remaining -= 1
+            ready.set()
 
-        results = await asyncio.gather(*(send(job) for job in to_send))
-        for job, result in zip(to_send, results, strict=True):
-            label = result.outcome.value
-            if result.outcome is Outcome.SENT:
-                done.append(job.id)
-                stats.sent += 1
-            elif result.outcome is Outcome.DROP:
-                done.append(job.id)
-                stats.dropped += 1
-                log.warning("push job %d dropped: %s", job.id, result.detail)
-            elif result.outcome is Outcome.TOKEN_REJECTED:
-                rejected.append(job.device_id)
-                done.append(job.id)
-                stats.rejected += 1
-            elif job.attempts >= settings.max_attempts:
-                done.append(job.id)
+        async def settle() -> None:
+            nonlocal pending
+            while True:
+                await ready.wait()
+                ready.clear()
+                if pending:
+                    taken, pending = pending, _Settlement()
+                    await self._settle(taken)
+                if remaining == 0 and not pending:
+                    return
+
+        sends = [asyncio.create_task(send(job)) for job in to_send]
+        try:
+            await settle()
+        finally:
+            for task in sends:
+                task.cancel()
+        return stats
+
+    def _record(self, job: Claimed, result: SendResult, now: datetime, pending: _Settlement,
+                stats: Stats) -> None:
+        settings = self._settings
+        label = result.outcome.value
+        if result.outcome is Outcome.SENT:
+            if job.kind == "badge":
+                pending.badges.append((job.id, job.seq, True))
+            else:
+                pending.done.append(job.id)
+            stats.sent += 1
+        elif result.outcome is Outcome.DROP:
+            pending.done.append(job.id)
+            stats.dropped += 1
+            log.warning("push job %d dropped: %s", job.id, result.detail)
+        elif result.outcome is Outcome.TOKEN_REJECTED:
+            pending.rejected.append(job.device_id)
+            pending.done.append(job.id)
+            stats.rejected += 1
+        else:
+            delay = backoff(settings, job.attempts, result.retry_after, self._rng)
+            if (now - job.created_at).total_seconds() + delay > settings.give_up:
+                pending.done.append(job.id)
                 stats.gave_up += 1
                 label = "gave_up"
-                log.warning("push job %d given up after %d attempts: %s", job.id, job.attempts,
-                            result.detail)
+                log.warning("push job %d given up after %d attempts: %s", job.id,
+                            job.attempts, result.detail)
             else:
-                delay = backoff(settings, job.attempts, result.retry_after, self._rng)
-                retries.append((job.id, delay, result.detail or "retry"))
+                pending.retries.append((job.id, delay, result.detail or "retry"))
                 stats.retried += 1
-            stats.outcomes.append((job.id, label))
+        stats.outcomes.append((job.id, label))
+
+    async def _settle(self, taken: _Settlement) -> None:
+        interval = timedelta(seconds=self._settings.badge_interval)
         async with self._pool.acquire() as conn, conn.transaction():
-            await jobs.complete(conn, done)
-            await jobs.retry(conn, retries)
-            await client_devices.delete_by_ids(conn, rejected)
-        return stats
+            await jobs.complete(conn, taken.done)
+            await jobs.settle_badges(conn, taken.badges, interval)
+            await jobs.retry(conn, taken.retries)
+            await client_devices.delete_by_ids(conn, taken.rejected)
+
+
+@dataclass
+class _Settlement:
+    """What to write about jobs handled (see PushWorker._deliver)."""
+
+    done: list[int] = field(default_factory=list)
+    badges: list[tuple[int, int, bool]] = field(default_factory=list)
+    retries: list[tuple[int, float, str]] = field(default_factory=list)
+    rejected: list[int] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.done or self.badges or self.retries or self.rejected)
 
 
 async def _wait_any(first: asyncio.Event, second: asyncio.Event, seconds: float) -> None:

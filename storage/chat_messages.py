@@ -15,6 +15,7 @@ from datetime import datetime
 import asyncpg
 
 from storage.db import Conn
+from storage.group_visibility import listed_sql
 
 COLUMNS = "m.id, m.community_id, m.group_id, m.user_id, m.body, m.html, m.created_at"
 
@@ -22,6 +23,16 @@ INSERT = f"""
 INSERT INTO group_chat_messages AS m (community_id, group_id, user_id, body, html, created_at)
 VALUES ($1, $2, $3, $4, $5, clock_timestamp())
 RETURNING {COLUMNS}
+"""
+
+# What using a group's chat depends on, and nothing that costs per member (the group JSON's
+# member_count and admin_ids do): $1 community, $2 viewer, $3 external contributor, $4 group.
+ACCESS = f"""
+SELECT g.id, g.chat_enabled, g.state,
+       (SELECT m.role FROM group_memberships m WHERE m.group_id = g.id AND m.user_id = $2)
+           AS viewer_role,
+       {listed_sql("g", "$2", "$3")} AS listed
+FROM groups g WHERE g.community_id = $1 AND g.id = $4
 """
 
 # Newest first. $1 group, $2 only ids below (NULL: any), $3 only created after (NULL: any),
@@ -60,6 +71,12 @@ FROM group_memberships gm
 LEFT JOIN group_chat_reads cr ON cr.group_id = gm.group_id AND cr.user_id = gm.user_id
 WHERE gm.group_id = $1 AND gm.user_id = $2
 """
+
+
+async def access(
+    conn: Conn, community_id: int, viewer_id: int, external: bool, group_id: int
+) -> asyncpg.Record | None:
+    return await conn.fetchrow(ACCESS, community_id, viewer_id, external, group_id)
 
 
 async def insert(

@@ -28,6 +28,15 @@ UNREAD_OF_MEMBER = """
    AND a.verb = 'post' AND a.actor_id <> m.user_id)::int
 """
 
+
+def unread_remarks_of(community: str, user: str) -> str:
+    """All of the user's unread remarks (the sum of UNREAD_OF_MEMBER over the conversations
+    they are in), as an SQL expression over two SQL expressions."""
+    return (f"(SELECT coalesce(sum({UNREAD_OF_MEMBER}), 0) FROM conversation_members m"
+            f" WHERE m.user_id = {user} AND m.community_id = {community}"
+            " AND m.left_at IS NULL)::int")
+
+
 MEMBER_VIEW = (
     _CONVERSATION
     + f", {UNREAD_OF_MEMBER} AS unread_count, m.hidden, m.last_read_activity_id, m.joined_at,"
@@ -155,7 +164,7 @@ UPDATE conversation_members m SET
                                      coalesce(c.latest_activity_id, 0))
 FROM conversations c
 WHERE c.id = m.conversation_id AND m.conversation_id = $1 AND m.user_id = $2
-  AND m.left_at IS NULL
+  AND m.left_at IS NULL AND m.last_read_activity_id < coalesce(c.latest_activity_id, 0)
 """
 ACKNOWLEDGE_ALL = """
 UPDATE conversation_members m SET
@@ -281,8 +290,10 @@ async def record_activity(
         await conn.execute(READ_OWN, conversation_id, activity["actor_id"], activity["id"])
 
 
-async def acknowledge(conn: asyncpg.Connection, conversation_id: int, user_id: int) -> None:
-    await conn.execute(ACKNOWLEDGE, conversation_id, user_id)
+async def acknowledge(conn: asyncpg.Connection, conversation_id: int, user_id: int) -> bool:
+    """Whether this read something new."""
+    status = await conn.execute(ACKNOWLEDGE, conversation_id, user_id)
+    return status != "UPDATE 0"
 
 
 async def acknowledge_all(conn: asyncpg.Connection, community_id: int, user_id: int) -> int:

@@ -315,15 +315,22 @@ def _sources(parts: _Parts, k: str) -> list[str]:
         return [_walk([f"m.group_id = {parts.group}"], where, k)]
     if parts.stream == "home":
         where = _filters(parts, with_stream=False)
+        since = [] if parts.since is None else [f"m.last_interacted_at > {parts.since}"]
         lateral = (
             "(SELECT x.id, x.last_interacted_at FROM {outer}\nCROSS JOIN LATERAL {walk} x\n"
             "WHERE {outer_where})"
         )
         return [
-            # the viewer's groups: one walk of (group_id, last_interacted_at, id) per group
+            # the viewer's groups: one walk of (group_id, last_interacted_at, id) per group. A
+            # member may read their group's messages, so nothing else is checked and the walk
+            # reads the index alone.
             lateral.format(
                 outer="group_memberships gm_s",
-                walk=_walk(["m.group_id = gm_s.group_id"], where, k),
+                walk=(
+                    f"(SELECT {CANDIDATE} FROM messages m\n"
+                    f"WHERE {_and(['m.group_id = gm_s.group_id', *since])}\n"
+                    f"ORDER BY {ORDER} LIMIT {k})"
+                ),
                 outer_where="gm_s.user_id = $2 AND gm_s.community_id = $1",
             ),
             # people they follow: one walk of (user_id, last_interacted_at, id) per person

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from storage import conversations as conversation_store
 from storage import messages
 from storage.db import Conn
 from storage.users import BASIC
@@ -109,9 +110,25 @@ UPDATE notifications SET read = true
 WHERE community_id = $1 AND user_id = $2 AND NOT read
 RETURNING id
 """
-UNREAD_COUNT = """
-SELECT count(*)::int FROM notifications WHERE community_id = $1 AND user_id = $2 AND NOT read
-"""
+
+
+def unread_of(community: str, user: str) -> str:
+    """The user's unread notifications, as an SQL expression over two SQL expressions (a
+    parameter or a column): the one count behind unread_notifications_count and push badges."""
+    return (f"(SELECT count(*) FROM notifications un WHERE un.community_id = {community}"
+            f" AND un.user_id = {user} AND NOT un.read)::int")
+
+
+def badge_of(community: str, user: str) -> str:
+    """A push badge, as an SQL expression: the user's unread notifications plus their unread
+    conversation remarks (what REST reports as unread_notifications_count and the sum of their
+    conversations' unread_count), counted when the push is built, never stored."""
+    remarks = conversation_store.unread_remarks_of(community, user)
+    return f"({unread_of(community, user)} + {remarks})"
+
+
+UNREAD_COUNT = f"SELECT {unread_of('$1', '$2')}"
+BADGE = f"SELECT {badge_of('$1', '$2')}"
 
 # The sender (absent: null columns) and the community's base URL, in one query.
 SENDER_AND_BASE = f"""
@@ -237,6 +254,11 @@ async def mark_all_read(conn: asyncpg.Connection, community_id: int, user_id: in
 
 async def unread_count(conn: Conn, community_id: int, user_id: int) -> int:
     return int(await conn.fetchval(UNREAD_COUNT, community_id, user_id))
+
+
+async def badge(conn: Conn, community_id: int, user_id: int) -> int:
+    """What a push to this user would carry as its badge now."""
+    return int(await conn.fetchval(BADGE, community_id, user_id))
 
 
 async def sender_and_base(

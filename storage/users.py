@@ -316,3 +316,17 @@ async def password_hash_of(conn: Conn, user_id: int) -> str | None:
         "SELECT password_hash FROM users WHERE id = $1", user_id
     )
     return value
+
+
+# The central API host (a host serving no community): a login in every community at once.
+BY_LOGIN_EVERYWHERE = f"""
+SELECT DISTINCT ON (u.community_id) {BASIC}, u.password_hash FROM users u
+WHERE (lower(u.email) = lower($1) OR lower(u.username) = lower($1)) AND u.state = 'active'
+ORDER BY u.community_id, lower(u.email) = lower($1) DESC
+LIMIT 100
+"""
+
+
+async def by_login_everywhere(conn: Conn, login: str) -> list[asyncpg.Record]:
+    """The active user of each community with this e-mail address or username."""
+    return await conn.fetch(BY_LOGIN_EVERYWHERE, login)

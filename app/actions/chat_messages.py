@@ -16,11 +16,10 @@ from typing import Any
 
 import asyncpg
 
-from app.access import access_group
 from app.actions import attachments as attachment_actions
 from app.actions.remarks import body_html
 from app.context import Viewer
-from app.errors import Forbidden, Invalid
+from app.errors import Forbidden, Invalid, NotFound
 from app.render.attachments import attachment as render_attachment
 from app.render.chat_messages import chat_message
 from realtime.events import Event, NewEvent
@@ -42,8 +41,15 @@ def group_channel(group_id: int) -> str:
 async def access_chat(
     conn: asyncpg.Connection | asyncpg.Pool, viewer: Viewer, group_id: int
 ) -> asyncpg.Record:
-    """The group (storage.groups FULL row) if the viewer may use its chat."""
-    group = await access_group(conn, viewer, group_id)
+    """The group (id, chat_enabled, state, viewer_role) if the viewer may use its chat. The
+    same rules as access_group (a group the viewer may not see is a 404, community admins see
+    every group), read without the group's per-member columns, so that a chat message costs
+    the same in any group size."""
+    group = await chat_messages.access(
+        conn, viewer.community_id, viewer.id, viewer.is_external, group_id
+    )
+    if group is None or not (group["listed"] or viewer.is_admin):
+        raise NotFound("Group not found")
     if group["viewer_role"] is None:
         raise Forbidden("Only members of the group can use its chat")
     if not group["chat_enabled"]:

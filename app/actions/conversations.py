@@ -25,6 +25,7 @@ from typing import Any
 import asyncpg
 
 from app.access import access_conversation
+from app.actions.notifications import badge_changed
 from app.actions.remarks import (
     Remark,
     Uploads,
@@ -315,12 +316,14 @@ async def leave_conversation(
 async def acknowledge(pool: asyncpg.Pool, viewer: Viewer, conversation_id: int) -> None:
     async with transaction(pool) as conn:
         await access_conversation(conn, viewer, conversation_id)
-        await conversations.acknowledge(conn, conversation_id, viewer.id)
+        if await conversations.acknowledge(conn, conversation_id, viewer.id):
+            await badge_changed(conn, viewer.community_id, viewer.id)
 
 
 async def acknowledge_all(pool: asyncpg.Pool, viewer: Viewer) -> None:
     async with transaction(pool) as conn:
-        await conversations.acknowledge_all(conn, viewer.community_id, viewer.id)
+        if await conversations.acknowledge_all(conn, viewer.community_id, viewer.id):
+            await badge_changed(conn, viewer.community_id, viewer.id)
 
 
 async def set_hidden(

@@ -386,6 +386,14 @@ def _read_event(user_id: int, ids: Sequence[int], unread: int) -> NewEvent:
                     {"ids": list(ids), "unread_notifications_count": unread})
 
 
+async def badge_changed(conn: asyncpg.Connection, community_id: int, user_id: int) -> None:
+    """Inside a transaction that made something of the user's read: a silent badge update for
+    each of their devices (coalesced by the worker to at most one per device per
+    PUSH_BADGE_INTERVAL_SECONDS). The API does not say which device read, so the one that did
+    gets it too, which shows the count it already has."""
+    await push_jobs.enqueue_badges(conn, community_id, user_id)
+
+
 async def mark_read(pool: asyncpg.Pool, hub: Hub | None, viewer: Viewer,
                     notification_id: int) -> None:
     """POST /api/notifications/:id/read: 404 unless it is the viewer's. Reading one already
@@ -400,6 +408,7 @@ async def mark_read(pool: asyncpg.Pool, hub: Hub | None, viewer: Viewer,
             published = await event_store.append_events(
                 conn, viewer.community_id, [_read_event(viewer.id, [notification_id], unread)]
             )
+            await badge_changed(conn, viewer.community_id, viewer.id)
     if hub is not None:
         await hub.publish(published)
 
@@ -414,5 +423,6 @@ async def mark_all_read(pool: asyncpg.Pool, hub: Hub | None, viewer: Viewer) -> 
             published = await event_store.append_events(
                 conn, viewer.community_id, [_read_event(viewer.id, sorted(ids), unread)]
             )
+            await badge_changed(conn, viewer.community_id, viewer.id)
     if hub is not None:
         await hub.publish(published)

@@ -35,6 +35,7 @@ from app.params import (
 from app.render.messages import created_message
 from app.resources import blobs_of, hub_of, pool_of
 from app.responses import created, json_response, no_content
+from storage import external_systems
 from storage import messages as message_storage
 from storage import streams as stream_storage
 from storage import topics as topic_storage
@@ -346,6 +347,11 @@ async def external_system_messages(request: web.Request) -> web.Response:
     (matched on messages.external_system_id), narrowed by stream_id, user_id, since and tag."""
     query = await _list_query(request)
     system_id = path_id(request, "external_system_id")
+    if await external_systems.by_id(
+        pool_of(request), viewer_of(request).community_id, system_id
+    ) is None:
+        # another community's system (or none): a 404, not an empty list that confirms the id
+        raise NotFound("External system not found")
     scope = await _stream_param_scope(request, query)
     return await _respond_with(request, query, scope,
                                {**_narrowing(query), "external_system_id": system_id})

@@ -223,3 +223,13 @@ async def test_stream_names_classic_on_create_and_update_community(
         "--stream-names", "modern",
     )
     assert code == 2 and "invalid choice" in err
+
+
+async def test_backfill_feed_fills_in_batches(fresh_database_url: str) -> None:
+    code, _, err = await commons(fresh_database_url, "migrate")
+    assert code == 0, err
+    code, out, err = await commons(fresh_database_url, "backfill-feed", "--batch", "100")
+    assert code == 0, err
+    assert json.loads(out) == {"filled": {"message_recipients": 0, "message_topics": 0}}
+    code, _, err = await commons(fresh_database_url, "backfill-feed", "--batch", "0")
+    assert code == 2 and "--batch" in err

@@ -25,6 +25,8 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 PROJECT = "commons-test"
 CLIENT_EMAIL = "push@commons-test.iam.gserviceaccount.com"
 SCOPE = "https://www.googleapis.com/auth/firebase.messaging"
+# what Google's token endpoint wants as the assertion's audience, wherever it is posted
+GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
 STATUS_OF = {"UNREGISTERED": "NOT_FOUND", "INVALID_ARGUMENT": "INVALID_ARGUMENT",
              "UNAVAILABLE": "UNAVAILABLE", "INTERNAL": "INTERNAL",
              "QUOTA_EXCEEDED": "RESOURCE_EXHAUSTED", "SENDER_ID_MISMATCH": "PERMISSION_DENIED"}
@@ -99,7 +101,7 @@ class FakeFcm:
             return web.json_response({"error": "invalid_grant"}, status=400)
         now = time.time()
         if not (claims["iss"] == CLIENT_EMAIL and claims["scope"] == SCOPE
-                and claims["aud"] == f"{self.base_url}/token"
+                and claims["aud"] == GOOGLE_TOKEN_URI
                 and claims["iat"] <= now + 5 and claims["exp"] - claims["iat"] == 3600):
             return web.json_response({"error": "invalid_grant"}, status=400)
         token = f"access-{len(self.issued) + 1}"

@@ -3,13 +3,8 @@ backoff schedule."""
 
 from __future__ import annotations
 
-import base64
-import time
-
 import orjson
 import pytest
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from push import apns, fcm
 from push.jobs import PushMessage
@@ -97,39 +92,46 @@ def test_fcm_message() -> None:
     }}
 
 
-def test_the_service_account_assertion_is_a_verifiable_rs256_jwt() -> None:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption()).decode()
-    account = fcm.ServiceAccount.from_json({
-        "client_email": "a@b.iam.gserviceaccount.com", "private_key": pem,
-        "private_key_id": "k1", "token_uri": "https://oauth2.example/token", "project_id": "p",
-    })
-    now = int(time.time())
-    token = fcm.signed_assertion(account, now)
-    head, claims, signature = token.split(".")
+def test_fcm_badge_and_silent_messages() -> None:
+    counted = PushMessage(title="t", body="b", data={"type": "remark"}, badge=4)
+    assert fcm.fcm_message("tok", counted) == {"message": {
+        "token": "tok", "notification": {"title": "t", "body": "b"},
+        "data": {"type": "remark", "badge": "4"},
+        "android": {"notification": {"notification_count": 4}},
+        "apns": {"payload": {"aps": {"badge": 4}}},
+    }}
+    silent = PushMessage(title="", body="", data={"type": "badge"}, badge=0, silent=True)
+    assert fcm.fcm_message("tok", silent) == {"message": {
+        "token": "tok", "data": {"type": "badge", "badge": "0"},
+        "android": {"priority": "normal"},
+    }}  # data-only: nothing shown
 
-    def decode(part: str) -> bytes:
-        return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
 
-    key.public_key().verify(decode(signature), f"{head}.{claims}".encode(),
-                            padding.PKCS1v15(), hashes.SHA256())
-    assert orjson.loads(decode(head)) == {"alg": "RS256", "typ": "JWT", "kid": "k1"}
-    assert orjson.loads(decode(claims)) == {
-        "iss": "a@b.iam.gserviceaccount.com", "scope": fcm.SCOPE,
-        "aud": "https://oauth2.example/token", "iat": now, "exp": now + 3600,
-    }
-    with pytest.raises(ValueError, match="project id"):
-        fcm.FcmProvider(fcm.ServiceAccount(account.client_email, account.private_key, None,
-                                           account.token_uri, None))
+def test_apns_badge_and_silent_payloads() -> None:
+    silent = PushMessage(title="", body="", data={"type": "badge"}, badge=3, silent=True,
+                         push_id="0b7c1a52-0000-4000-8000-000000000001")
+    assert apns.apns_payload(silent) == {"type": "badge",
+                                         "aps": {"content-available": 1, "badge": 3}}
+    assert apns.apns_headers(silent, "org.app") == [
+        ("apns-topic", "org.app"), ("apns-id", "0b7c1a52-0000-4000-8000-000000000001"),
+        ("apns-push-type", "background"), ("apns-priority", "5")]
+    assert apns.apns_headers(MESSAGE, "org.app") == [
+        ("apns-topic", "org.app"), ("apns-push-type", "alert"), ("apns-priority", "10"),
+        ("apns-collapse-id", "Message:3")]
 
 
 def test_backoff_doubles_up_to_a_cap_and_respects_retry_after() -> None:
-    settings = WorkerSettings(backoff_base=10.0, backoff_max=100.0)
+    settings = WorkerSettings(backoff_min=10.0, backoff_max=100.0)
     assert [backoff(settings, n, None, lambda: 1.0) for n in (1, 2, 3, 4, 5, 9)] == [
         10.0, 20.0, 40.0, 80.0, 100.0, 100.0]
-    assert backoff(settings, 1, None, lambda: 0.0) == 5.0  # jitter: half to all of it
+    assert backoff(settings, 2, None, lambda: 0.0) == 10.0  # jitter: half to all of it
+    assert backoff(settings, 1, None, lambda: 0.0) == 10.0  # never under the minimum
     assert backoff(settings, 1, 500.0, lambda: 1.0) == 500.0
+    # the defaults: Synapse's pusher schedule, 1 s doubling to an hour
+    default = WorkerSettings()
+    assert [backoff(default, n, None, lambda: 1.0) for n in (1, 2, 3, 12, 13, 40)] == [
+        1.0, 2.0, 4.0, 2048.0, 3600.0, 3600.0]
+    assert default.give_up == 86400.0
 
 
 async def test_the_log_provider_sends_nothing_anywhere() -> None:

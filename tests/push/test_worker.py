@@ -50,7 +50,7 @@ async def provider(fcm: FakeFcm, tmp_path: Path) -> AsyncIterator[FcmProvider]:
 def make_worker(world: World, provider: FcmProvider, **settings: Any) -> PushWorker:
     return PushWorker(
         world.pool, {"fcm": provider, "apns": LogProvider("apns")},
-        WorkerSettings(**{"backoff_base": 60.0, **settings}),
+        WorkerSettings(**{"backoff_min": 60.0, **settings}),
         rng=lambda: 1.0,  # no jitter: the delays are exactly base * 2^(n-1)
     )
 
@@ -98,7 +98,7 @@ async def test_delivers_a_notification_through_fcm(
     await register(bob, "bob:phone-1")
     message_id = await mention(ann, bob, text="Standup moved")
     stats = await make_worker(world, provider).run_once()
-    assert (stats.sent, stats.handled) == (1, 1)
+    assert (stats.sent, stats.handled) == (1, 1), (stats, await pending(world))
     note = (await bob.api.get("/api/notifications")).json["notifications"][0]
     [sent] = fcm.received
     assert sent["access_token"] == "access-1"
@@ -107,9 +107,9 @@ async def test_delivers_a_notification_through_fcm(
         "notification": {"title": "Ann Lee mentioned you",
                          "body": f"Standup moved @{bob.username}"},
         "data": {"type": "notification", "notification_id": str(note["id"]),
-                 "filter": "at_mentions", "url": note["notifiable_url"]},
-        "android": {"notification": {"tag": f"Message:{message_id}"}},
-        "apns": {"payload": {"aps": {"thread-id": f"Message:{message_id}"}}},
+                 "filter": "at_mentions", "url": note["notifiable_url"], "badge": "1"},
+        "android": {"notification": {"tag": f"Message:{message_id}", "notification_count": 1}},
+        "apns": {"payload": {"aps": {"thread-id": f"Message:{message_id}", "badge": 1}}},
     }
     assert await pending(world) == []
     # the access token is kept for the next sends
@@ -173,21 +173,24 @@ async def test_retry_after_is_honoured(
     await register(bob, "bob:busy")
     fcm.script["bob:busy"] = [Answer(429, "QUOTA_EXCEEDED", {"Retry-After": "600"})]
     await mention(ann, bob)
-    assert (await make_worker(world, provider, backoff_base=1.0).run_once()).retried == 1
+    assert (await make_worker(world, provider, backoff_min=1.0).run_once()).retried == 1
     [job] = await pending(world)
     assert 599 <= (job["next_attempt_at"] - job["now"]).total_seconds() <= 601
 
 
-async def test_gives_up_after_max_attempts(
+async def test_gives_up_when_the_next_try_would_be_too_late(
     world: World, fcm: FakeFcm, provider: FcmProvider
 ) -> None:
     _, ann, bob = await people(world)
     await register(bob, "bob:down")
     fcm.script["bob:down"] = [Answer(503, "UNAVAILABLE")] * 5
     await mention(ann, bob)
-    worker = make_worker(world, provider, max_attempts=2)
+    # a day to deliver; 60 s then 120 s of backoff
+    worker = make_worker(world, provider, give_up=86400.0)
     assert (await worker.run_once()).retried == 1
-    await world.pool.execute("UPDATE push_jobs SET next_attempt_at = now()")
+    # the push is now 23 h 59 min old: one more try in 2 min would be past the day
+    await world.pool.execute("UPDATE push_jobs SET next_attempt_at = now(), "
+                             "created_at = now() - interval '23 hours 59 minutes'")
     final = await worker.run_once()
     assert (final.gave_up, final.retried) == (1, 0)
     assert await pending(world) == []
@@ -238,8 +241,11 @@ async def test_nothing_is_sent_for_what_was_read_meanwhile(
     assert (await bob.api.post(f"/api/conversations/{conversation['id']}/acknowledge")
             ).status == 200
     stats = await make_worker(world, provider).run_once()
-    assert (stats.skipped, stats.sent) == (3, 0)
-    assert fcm.attempts == [] and await pending(world) == []
+    assert (stats.skipped, stats.sent) == (3, 2)
+    # only bob's silent badge updates for his reads went out (tests/push/test_badges.py)
+    assert sorted(fcm.attempts) == ["bob:chat", "bob:phone"]
+    assert {r["message"]["data"]["type"] for r in fcm.received} == {"badge"}
+    fcm.received.clear()
     # an unread remark is pushed
     activity = await say(ann, conversation["id"], "and this one?")
     assert (await make_worker(world, provider).run_once()).sent == 1
@@ -248,7 +254,7 @@ async def test_nothing_is_sent_for_what_was_read_meanwhile(
     assert sent["message"]["notification"] == {"title": "Ann Lee", "body": "and this one?"}
     assert sent["message"]["data"] == {"type": "remark",
                                        "conversation_id": str(conversation["id"]),
-                                       "activity_id": str(activity["id"])}
+                                       "activity_id": str(activity["id"]), "badge": "1"}
 
 
 async def test_concurrency_is_bounded(world: World, fcm: FakeFcm, provider: FcmProvider) -> None:

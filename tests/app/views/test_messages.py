@@ -5,6 +5,7 @@ announcements, visibility and tenancy, and the fixed query count of the lists.""
 from __future__ import annotations
 
 import io
+import itertools
 from typing import Any
 
 import aiohttp
@@ -24,7 +25,7 @@ from tests.app.views.feed_support import (
     stream_id,
 )
 from tests.conftest import QueryLog
-from tests.support import World
+from tests.support import Member, World
 
 SOURCE_KEYS = ["name", "url", "formal_name", "id"]
 TAG_KEYS = ["name", "url"]
@@ -518,11 +519,17 @@ async def test_tag_user_and_external_system_filters(world: World) -> None:
     by_bob_param = message_ids(await admin.api.get("/api/messages",
                                                    params={"user_id": bob.id}))
     assert by_bob_param == by_bob
-    await world.pool.execute("UPDATE messages SET external_system_id = 77 WHERE id = $1",
-                             plain["id"])
-    from_system = message_ids(await admin.api.get("/api/external_systems/77/messages"))
+    system = await _external_system(admin)
+    quiet = await _external_system(admin)
+    await world.pool.execute("UPDATE messages SET external_system_id = $2 WHERE id = $1",
+                             plain["id"], system)
+    from_system = message_ids(await admin.api.get(f"/api/external_systems/{system}/messages"))
     assert from_system == [plain["id"]]
-    assert message_ids(await admin.api.get("/api/external_systems/78/messages")) == []
+    assert message_ids(await admin.api.get(f"/api/external_systems/{quiet}/messages")) == []
+    # an id that is no system of this community is a 404, not an empty list
+    other = await world.community("Other")
+    assert (await other.api.get(f"/api/external_systems/{system}/messages")).status == 404
+    assert (await admin.api.get("/api/external_systems/999999/messages")).status == 404
     assert (await admin.api.get("/api/users/999999/messages")).status == 404
 
 
@@ -683,11 +690,12 @@ async def test_create_message_action_for_other_code(world: World) -> None:
     admin = await world.community()
     bob = await world.user(admin, "Bob")
     group_id = await make_group(world, admin, "Announcements")
+    system = await _external_system(admin)
     viewer = Viewer(id=bob.id, community_id=admin.community.id, role="member")
     base = f"https://{admin.community.domain}"
     message_id = await create_message(world.pool, viewer, base, NewMessage(
         body="Build passed", message_type="external_event", action="reported a build",
-        source="external_system", external_system_id=42, group_id=group_id,
+        source="external_system", external_system_id=system, group_id=group_id,
         require_membership=False,
         extensions=[{"extension_type": "build", "zeta": 1, "alpha": {"b": 2, "a": 1}}],
     ))
@@ -698,7 +706,18 @@ async def test_create_message_action_for_other_code(world: World) -> None:
     (extension,) = shown["extensions"]
     assert list(extension) == ["extension_type", "zeta", "alpha"]
     assert list(extension["alpha"]) == ["b", "a"]
-    assert message_ids(await admin.api.get("/api/external_systems/42/messages")) == [message_id]
+    assert message_ids(
+        await admin.api.get(f"/api/external_systems/{system}/messages")) == [message_id]
     refused = await bob.api.post("/api/messages", json={
         "message": {"body": "x", "group_id": group_id}})
     assert refused.status == 403  # through the API bob must be a member
+
+
+_systems = itertools.count(1)
+
+
+async def _external_system(admin: Member) -> int:
+    resp = await admin.api.post("/api/external_systems", json={"external_system": {
+        "name": f"CI {next(_systems)}", "url": "https://ci.example.com"}})
+    assert resp.status == 201, resp.text
+    return int(resp.json["external_system"]["id"])

@@ -175,3 +175,50 @@ async def test_a_non_id_segment_is_a_404_not_a_405(world: World) -> None:
         assert resp.json["code"] == "not_found"
     slug = await admin.api.get(f"/api/users/{admin.id}-{admin.username}.xml")
     assert slug.status == 200 and _int(_xml(slug.text), "id") == admin.id
+
+
+# --- login through the central host ----------------------------------------------------------
+
+
+async def test_login_on_the_central_host_lists_every_matching_community(world: World) -> None:
+    acme = await world.community("Acme")
+    globex = await world.community("Globex")
+    email = "pat@shared.example"
+    in_acme = await world.user(acme, "Pat", email=email)
+    in_globex = await world.user(globex, "Pat", email=email)
+    await world.user(await world.community("Initech"), "Pat", email=email,
+                     password="another password")
+    central = acme.api.anonymous()
+    central.host = "api.socialcast.com"  # the command-line client's default domain
+    resp = await central.post("/api/authentication.json",
+                              data={"email": email, "password": PASSWORD})
+    assert resp.status == 200, resp.text
+    found = resp.json["communities"]
+    assert [c["domain"] for c in found] == [acme.community.domain, globex.community.domain]
+    assert [c["profile"]["id"] for c in found] == [in_acme.id, in_globex.id]
+    assert list(found[0]) == ["id", "name", "domain", "profile"]
+    wrong = await central.post("/api/authentication", data={"email": email, "password": "x"})
+    assert wrong.status == 401 and wrong.headers["WWW-Authenticate"].startswith("Basic realm=")
+    nobody = await central.post("/api/authentication",
+                                data={"email": "ghost@nowhere.example", "password": "x"})
+    assert nobody.status == 401
+    # other paths of the central host still serve nothing
+    assert (await central.as_user(email).get("/api/userinfo")).status == 404
+    # a community's own host answers only that community
+    own = await in_acme.api.post("/api/authentication")
+    assert [c["domain"] for c in own.json["communities"]] == [acme.community.domain]
+
+
+async def test_a_server_without_the_provision_route_answers_404_for_it() -> None:
+    from aiohttp import web
+    from aiohttp.test_utils import make_mocked_request
+
+    from app.routes import ROUTES, add_routes
+
+    app = web.Application()
+    add_routes(app, [r for r in ROUTES if r.path != "/api/users/provision"])
+    for method in ("POST", "GET", "PUT"):
+        match = await app.router.resolve(make_mocked_request(method, "/api/users/provision"))
+        assert isinstance(match.http_exception, web.HTTPNotFound), method
+    found = await app.router.resolve(make_mocked_request("PUT", "/api/users/12-pat.xml"))
+    assert found.get("user_id") == "12-pat" and found.get("_ext") == ".xml"

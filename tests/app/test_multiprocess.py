@@ -218,3 +218,24 @@ def _realtime_pid(client: dict[str, Any]) -> int | None:
     if len(parts) == 4 and parts[:2] == ["commons", "realtime"] and parts[2].isdigit():
         return int(parts[2])
     return None
+
+
+async def test_serve_answers_parser_errors_in_json(
+    spawn: Any, http: aiohttp.ClientSession
+) -> None:
+    """`commons serve` runs app.server's runner: an HTTP parser error is the JSON error, and
+    nothing of the request comes back."""
+    server = spawn()
+    await server.wait_until_up(http)
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        writer.write(b"GET /" + b"a" * 20_000 + b" HTTP/1.1\r\nHost: x\r\n"
+                     b"Authorization: Basic c2VjcmV0\r\n\r\n")
+        raw = await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.split(b" ", 2)[1] == b"400", head
+    assert b"application/json" in head and b"X-Request-Id" in head
+    assert b"c2VjcmV0" not in raw and b"aaaa" not in raw
+    assert b'"code":"bad_request"' in body

@@ -110,11 +110,12 @@ class PushWorker:
         self.counts["retried"] += stats.retried
         self.counts["pruned"] += stats.rejected  # devices whose token the provider refused
 
-    async def run_once(self) -> Stats:
-        """Deliver every job due now (batch after batch); what happened."""
+    async def run_once(self, stop: asyncio.Event | None = None) -> Stats:
+        """Deliver every job due now (batch after batch), or until `stop` is set: the batch in
+        hand is finished, the rest stays queued for the next worker; what happened."""
         total = Stats()
         settings = self._settings
-        while True:
+        while stop is None or not stop.is_set():
             batch = await jobs.claim(
                 self._pool, settings.batch_size, timedelta(seconds=settings.lease)
             )
@@ -123,6 +124,7 @@ class PushWorker:
             total.add(await self._deliver(batch))
             if len(batch) < settings.batch_size:
                 return total
+        return total
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until `stop` is set, woken by NOTIFY or every idle_poll seconds."""
@@ -138,7 +140,7 @@ class PushWorker:
                     try:
                         while not stop.is_set():
                             wake.clear()
-                            stats = await self.run_once()
+                            stats = await self.run_once(stop)
                             self.count(stats)
                             if stats.handled:
                                 log.info(

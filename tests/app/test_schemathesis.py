@@ -51,100 +51,113 @@ class Seeded:
     ids: dict[str, Any]  # path parameter name (or "<path>|<name>") -> value
 
 
-async def seed(world: World) -> dict[str, Any]:
-    """One of everything in a community of its own; the ids, by path parameter."""
-    ann = await world.community("Acme")
-    bob = await world.user(ann, "Bob")
-    cat = await world.user(ann, "Cat")
-    ids: dict[str, Any] = {"user_id": bob.id, "my_user_id": ann.id,
-                           "company_login": bob.username}
+async def _post(member: Member, path: str, body: dict[str, Any], key: str) -> int:
+    resp = await member.api.post(path, json=body)
+    assert resp.status in (200, 201), (path, resp.status, resp.text)
+    return int(resp.json[key]["id"])
 
-    async def post(member: Member, path: str, body: dict[str, Any], key: str) -> int:
-        resp = await member.api.post(path, json=body)
-        assert resp.status in (200, 201), (path, resp.status, resp.text)
-        return int(resp.json[key]["id"])
 
-    group_id = await post(ann, "/api/groups", {"group": {"name": "Seeded"}}, "group")
-    group = await world.group(ann, "Private", members=(bob,), permission_mode="private",
+async def one_of_each(world: World, ann: Member, bob: Member, cat: Member,
+                      n: int) -> dict[str, Any]:
+    """A private group (bob a member, cat asking to join) with a message, a comment, likes, a
+    flag and a webhook; an attachment, a conversation, an external system, a custom field and a
+    content filter: the ids, by path parameter (`by_path` for `id`)."""
+    ids: dict[str, Any] = {}
+    group = await world.group(ann, f"Private {n}", members=(bob,), permission_mode="private",
                               allow_access_request=True, chat=True)
-    ids["group_id"] = group["id"]
-    request = await cat.api.post(f"/api/groups/{group['id']}/membership_requests", json={})
+    group_id = ids["group_id"] = group["id"]
+    request = await cat.api.post(f"/api/groups/{group_id}/membership_requests", json={})
     assert request.status in (200, 201), request.text
     ids["request_id"] = request.json["membership_request"]["id"]
-    members = await ann.api.get(f"/api/groups/{group['id']}/memberships")
+    members = await ann.api.get(f"/api/groups/{group_id}/memberships")
     assert members.status == 200, members.text
     ids["membership_id"] = members.json["group_memberships"][-1]["id"]
-
-    message_id = await post(ann, "/api/messages",
-                            {"message": {"body": "Hello #seeded", "group_id": group_id}},
-                            "message")
-    ids["message_id"] = message_id
-    ids["comment_id"] = await post(bob, f"/api/messages/{message_id}/comments",
-                                   {"comment": {"text": "Nice"}}, "comment")
-    ids["like_id"] = await post(bob, f"/api/messages/{message_id}/likes", {}, "like")
-    await post(cat, f"/api/messages/{message_id}/comments/{ids['comment_id']}/likes", {}, "like")
-    ids["flag_id"] = await post(ann, f"/api/messages/{message_id}/flags", {}, "flag")
-    answers = [{"answer": "Yes"}, {"answer": "No"}]
-    ids["poll_id"] = await post(ann, "/api/polls", {"poll": {
-        "question": "Lunch?", "poll_answers_attributes": answers}}, "poll")
+    message_id = ids["message_id"] = await _post(
+        ann, "/api/messages", {"message": {"body": f"Hello {n}", "group_id": group_id}},
+        "message")
+    comment_id = ids["comment_id"] = await _post(
+        bob, f"/api/messages/{message_id}/comments", {"comment": {"text": "Nice"}}, "comment")
+    ids["like_id"] = await _post(bob, f"/api/messages/{message_id}/likes", {}, "like")
+    comment_like = await _post(ann, f"/api/messages/{message_id}/comments/{comment_id}/likes",
+                               {}, "like")
+    ids["flag_id"] = await _post(ann, f"/api/messages/{message_id}/flags", {}, "flag")
+    webhook = await ann.api.post(f"/api/groups/{group_id}/webhooks",
+                                 json={"webhook": {"name": f"Hook {n}"}})
+    assert webhook.status == 201, webhook.text
+    hook = webhook.json["webhook"]
+    ids["webhook_id"] = hook["id"]
+    parts = str(hook.get("url", "")).rstrip("/").split("/")
+    ids["webhook_identifier"], ids["webhook_secret"] = parts[-2], parts[-1]
     form = aiohttp.FormData()
     form.add_field("attachment", b"hello", filename="a.txt", content_type="text/plain")
     uploaded = await ann.api.post("/api/attachments", data=form)
     assert uploaded.status == 201, uploaded.text
     ids["attachment_id"] = uploaded.json["attachment"]["id"]
-    ids["thumbnail"] = "original"
-    ids["filename"] = "a.txt"
-    ids["topic_id"] = await post(ann, "/api/topics", {"topic": {"name": "planning"}}, "topic")
-    conversation = await post(ann, "/api/conversations", {
-        "conversation": {"members_emails": f"{bob.email} {cat.email}"},
+    conversation = ids["conversation_id"] = await _post(ann, "/api/conversations", {
+        "conversation": {"members_emails": f"{bob.email} {cat.email}", "name": f"Chat {n}"},
         "remark": {"text": "Hi"}}, "conversation")
-    ids["conversation_id"] = conversation
-    external = await ann.api.post("/api/external_systems",
-                                  json={"external_system": {"name": "CI", "url": "https://ci.example"}})
-    assert external.status == 201, external.text
-    ids["external_system_id"] = external.json["external_system"]["id"]
-    ids["reach_extension_id"] = await post(ann, "/api/reach_extensions", {"reach_extension": {
+    ids["external_system_id"] = await _post(ann, "/api/external_systems", {"external_system": {
+        "name": f"CI {n}", "url": "https://ci.example"}}, "external_system")
+    custom = await ann.api.post("/api/custom_fields", json={"name": f"Size {n}", "order": n})
+    filtered = await ann.api.post("/api/content_filters", json={"word": f"darn{n}"})
+    for resp in (custom, filtered):
+        assert resp.status in (200, 201), resp.text
+    ids["by_path"] = {
+        "/api/custom_fields/{id}": custom.json["custom_field"]["id"],
+        "/api/content_filters/{id}": filtered.json["content_filter"]["id"],
+        "/api/conversations/{id}": conversation,
+        "/api/messages/{message_id}/comments/{comment_id}/likes/{id}": comment_like,
+        "/api/messages/{message_id}/comments/{id}": comment_id,
+        "/api/messages/{message_id}/likes/{id}": ids["like_id"],
+        "/api/groups/{id}/hide_message": group_id,
+        "/api/media_files/{id}": ids["attachment_id"],
+    }
+    ids["comment_like_id"] = comment_like
+    return ids
+
+
+async def seed(world: World) -> dict[str, Any]:
+    """One of everything in a community of its own, twice: the second set is what the
+    destructive operations (DELETE, leave) get, so that they do not remove what the others
+    work on. The ids, by path parameter."""
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    cat = await world.user(ann, "Cat")
+    dan = await world.user(ann, "Dan")
+    ids = await one_of_each(world, ann, bob, cat, 1)
+    victims = await one_of_each(world, ann, bob, cat, 2)
+    victims["user_id"] = dan.id
+    ids.update({"user_id": bob.id, "my_user_id": ann.id, "company_login": bob.username,
+                "thumbnail": "original", "filename": "a.txt", "filter": "all"})
+    answers = [{"answer": "Yes"}, {"answer": "No"}]
+    ids["poll_id"] = await _post(ann, "/api/polls", {"poll": {
+        "question": "Lunch?", "poll_answers_attributes": answers}}, "poll")
+    ids["topic_id"] = await _post(ann, "/api/topics", {"topic": {"name": "planning"}}, "topic")
+    ids["reach_extension_id"] = await _post(ann, "/api/reach_extensions", {"reach_extension": {
         "name": "Seeded", "external_system_id": ids["external_system_id"],
-        "button_type": "verb"}},
-        "reach_extension")
-    webhook = await ann.api.post(f"/api/groups/{group_id}/webhooks",
-                                 json={"webhook": {"name": "Hook"}})
-    assert webhook.status == 201, webhook.text
-    hook = webhook.json["webhook"]
-    ids["webhook_id"] = hook["id"]
-    url = str(hook.get("url", ""))
-    parts = url.rstrip("/").split("/")
-    ids["webhook_identifier"], ids["webhook_secret"] = parts[-2], parts[-1]
+        "button_type": "verb"}}, "reach_extension")
     streams = await ann.api.get("/api/streams")
     assert streams.status == 200, streams.text
     ids["stream_id"] = streams.json["streams"][0]["id"]
-    ids["filter"] = "all"
+    follow = await ann.api.post(f"/api/users/{bob.id}/followers")
+    assert follow.status in (200, 201), follow.text
 
-    # `id` means a different resource on each path
-    custom = await ann.api.post("/api/custom_fields", json={"name": "Shoe size", "order": 1})
-    filtered = await ann.api.post("/api/content_filters", json={"word": "darn"})
     meeting = await ann.api.post("/api/meetings", json={"meeting": {
         "title": "Standup", "starts_at": "2030-01-01T10:00:00"}})
     thanks = await ann.api.post("/api/thanks", json={"thanks": {
         "body": "Thank you", "recipients": [bob.id]}})
-    for resp in (custom, filtered, meeting, thanks):
+    for resp in (meeting, thanks):
         assert resp.status in (200, 201), resp.text
     badges = await ann.api.get("/api/badges")
-    notifications = await bob.api.get("/api/notifications")
-    activities = await ann.api.get(f"/api/conversations/{conversation}/activities")
-    by_path = {
-        "/api/custom_fields/{id}": custom.json["custom_field"]["id"],
-        "/api/content_filters/{id}": filtered.json["content_filter"]["id"],
+    notifications = await ann.api.get("/api/notifications")
+    activities = await ann.api.get(f"/api/conversations/{ids['conversation_id']}/activities")
+    by_path = ids["by_path"]
+    by_path.update({
         "/api/meetings/{id}": meeting.json["meeting"]["id"],
         "/api/thanks/{id}": thanks.json["thanks"]["id"],
-        "/api/tags/{id}": "seeded",
-        "/api/conversations/{id}": conversation,
-        "/api/messages/{message_id}/comments/{id}": ids["comment_id"],
-        "/api/messages/{message_id}/likes/{id}": ids["like_id"],
+        "/api/tags/{id}": "planning",
         "/api/users/{user_id}/following/{id}": ann.id,
-        "/api/groups/{id}/hide_message": group_id,
-        "/api/media_files/{id}": ids["attachment_id"],
-    }
+    })
     if badges.status == 200 and badges.json.get("badges"):
         by_path["/api/badges/{id}"] = badges.json["badges"][0]["id"]
     if notifications.status == 200 and notifications.json.get("notifications"):
@@ -152,7 +165,7 @@ async def seed(world: World) -> dict[str, Any]:
     if activities.status == 200 and activities.json.get("activities"):
         by_path["/api/conversations/{conversation_id}/activities/{id}"] = (
             activities.json["activities"][0]["id"])
-    ids["by_path"] = by_path
+    ids["victims"] = victims
     ids["login"] = ann.email
     ids["host"] = ann.community.domain
     return ids
@@ -212,10 +225,17 @@ def _toml(value: Any) -> str:
     return json.dumps(value)
 
 
+def destructive(method: str, path: str) -> bool:
+    """Operations that remove what they act on (or the admin from it)."""
+    return method == "DELETE" or path.endswith(("/leave", "/reject", "/approve"))
+
+
 def config(ids: dict[str, Any]) -> str:
-    """schemathesis.toml: every path parameter bound to a seeded id (per operation for `id`)."""
+    """schemathesis.toml: every path parameter bound to a seeded id (per operation for `id`),
+    the second set for destructive operations."""
     names = {n for r in ROUTES for n in re.findall(r":(\w+)", r.path)} - {"id"}
     common = {f"path.{n}": ids[n] for n in sorted(names) if n in ids}
+    victims = ids["victims"]
     lines = [
         f"max-time = {MAX_SECONDS}",
         "workers = 1",
@@ -230,14 +250,22 @@ def config(ids: dict[str, Any]) -> str:
     ]
     for route in ROUTES:
         path = re.sub(r":(\w+)", r"{\1}", route.path)
-        if "{id}" not in path:
+        params = dict(common)
+        by_path = ids["by_path"]
+        if destructive(route.method, path):
+            params.update({f"path.{n}": v for n, v in victims.items()
+                           if n != "by_path" and f"path.{n}" in params})
+            by_path = {**by_path, **victims["by_path"]}
+        if "{id}" in path:
+            prefix = next((p for p in by_path if path.startswith(p)), None)
+            if prefix is None:
+                continue
+            params["path.id"] = by_path[prefix]
+        elif params == common:
             continue
-        for prefix, value in ids["by_path"].items():
-            if path.startswith(prefix):
-                lines += ["[[operations]]", f"include-path = {json.dumps(path)}",
-                          f"include-method = {json.dumps(route.method)}",
-                          f"parameters = {_toml({**common, 'path.id': value})}"]
-                break
+        lines += ["[[operations]]", f"include-path = {json.dumps(path)}",
+                  f"include-method = {json.dumps(route.method)}",
+                  f"parameters = {_toml(params)}"]
     return "\n".join(lines) + "\n"
 
 

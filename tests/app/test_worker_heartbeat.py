@@ -34,3 +34,35 @@ async def test_the_worker_beats_while_it_runs_and_says_goodbye(
         stop.set()
         await asyncio.wait_for(task, 20)
     assert await heartbeats.recent(pool, timedelta(minutes=1)) == []
+
+
+async def test_commons_worker_stops_cleanly_on_sigterm(
+    client: TestClient, settings: Settings
+) -> None:
+    """A real `commons worker`: SIGTERM ends it with exit 0 and its heartbeat row gone."""
+    import os
+    import signal
+    import sys
+
+    from tests.servers import REPO_ROOT
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("S3_", "AWS_"))}
+    env.update({"DATABASE_URL": settings.database_url or "", "REDIS_URL": "",
+                "COMMONS_DATA_DIR": str(settings.data_dir)})
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "app.cli", "worker", cwd=REPO_ROOT, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )
+    pool = client.app[POOL]
+    try:
+        async with asyncio.timeout(30):
+            while not await heartbeats.recent(pool, timedelta(minutes=1)):  # noqa: ASYNC110
+                await asyncio.sleep(0.1)
+        (beat,) = await heartbeats.recent(pool, timedelta(minutes=1))
+        assert beat["pid"] == proc.pid
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, out.decode()
+    assert "Traceback" not in out.decode()
+    assert await heartbeats.recent(pool, timedelta(minutes=1)) == []

@@ -39,3 +39,15 @@ async def test_unknown_paths_are_still_json(client: TestClient) -> None:
     resp = await client.get("/nothing-here", headers={"Host": "anything.example"})
     assert resp.status == 404
     assert (await resp.json())["code"] == "not_found"
+
+
+def test_the_docs_ui_is_package_data() -> None:
+    """`pip install .` (the Containerfile) carries app/static, Swagger UI included."""
+    import tomllib
+
+    from tests.servers import REPO_ROOT
+
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    assert "static/**/*" in pyproject["tool"]["setuptools"]["package-data"]["app"]
+    for name in ("swagger-ui-bundle.js", "swagger-ui.css", "LICENSE"):
+        assert (REPO_ROOT / "app" / "static" / "swagger-ui" / name).is_file()

@@ -169,3 +169,27 @@ async def test_activity_location_is_an_object_when_given(world: World) -> None:
     listed = (await admin.api.get(f"/api/conversations/{cid}/activities")).json["activities"]
     assert [a["location"] for a in listed][-2:] == [
         {"longitude": -0.1, "latitude": 51.5}, {"longitude": 2.35, "latitude": 48.85}]
+
+
+async def test_send_user_presence_adds_online_from_live_sockets(world: World) -> None:
+    """send_user_presence=true: each member's `online` (last key) tells whether they have a
+    live realtime connection (decided: docs/decisions.md); without it the shape is unchanged."""
+    from tests.app.views.realtime_support import open_socket
+
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    group = await world.group(admin, "Team", members=(bob,))
+    path = f"/api/groups/{group['id']}/members"
+    plain = await admin.api.get(path)
+    assert all("online" not in u for u in plain.json["users"])
+    before = await admin.api.get(path, params={"send_user_presence": "true"})
+    assert {u["id"]: u["online"] for u in before.json["users"]} == {admin.id: False,
+                                                                    bob.id: False}
+    ws, _ = await open_socket(bob)
+    try:
+        after = await admin.api.get(path, params={"send_user_presence": "true"})
+        users = after.json["users"]
+        assert all(list(u)[-1] == "online" for u in users)
+        assert {u["id"]: u["online"] for u in users} == {admin.id: False, bob.id: True}
+    finally:
+        await ws.close()

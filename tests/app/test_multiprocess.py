@@ -169,6 +169,10 @@ async def test_a_remark_posted_through_one_process_reaches_a_socket_on_the_other
             assert resp.status in (200, 204), await resp.text()
         frame = await cat_on_two.receive_json(timeout=10)
         assert frame["event"] == "conversation.member_removed"
+        # down to two, the conversation became one-to-one (conversations.md); the leaver is
+        # unsubscribed only after that event, so it hears it too
+        frame = await cat_on_two.receive_json(timeout=10)
+        assert frame["event"] == "conversation.updated"
         await remark(http, one, ann, group["id"], "cat is gone")
         marker = await remark(http, two, ann, cat_conversation["id"], "only cat")
         assert (await cat_on_two.receive_json(timeout=10))["data"] == marker

@@ -256,3 +256,14 @@ async def test_requests_wait_for_the_servers_stream_limit(
     assert stats.sent == 6 and apple.fake.connections == 1, [
         j["last_error"] for j in await jobs.pending(world.pool)]
     assert apple.fake.most_streams == 2
+
+
+def test_push_settings_from_the_environment() -> None:
+    push = Settings.from_env({
+        "PUSH_BATCH_SIZE": "50", "PUSH_CONCURRENCY": "8", "PUSH_LEASE_SECONDS": "30",
+        "PUSH_BACKOFF_MIN_SECONDS": "2", "PUSH_BACKOFF_MAX_SECONDS": "600",
+        "PUSH_GIVE_UP_SECONDS": "3600", "PUSH_BADGE_INTERVAL_SECONDS": "2.5",
+    }).push
+    assert push == WorkerSettings(batch_size=50, concurrency=8, lease=30.0, backoff_min=2.0,
+                                  backoff_max=600.0, give_up=3600.0, badge_interval=2.5)
+    assert Settings.from_env({}).push == WorkerSettings()

@@ -12,7 +12,8 @@ user + system time from /proc, on one pooled connection) and the large/small rat
 Scenarios: page 1 and page 50 of Home, Company, the stream of the biggest group and @Mentions;
 page 1 of a #tag and of a search; posting a chat message and a message into a group of 10 and
 of 10,000 members (the write fan-out); and, for comparison, the query shape before issue 14 on
-Home page 1 (its `before` row, capped by a statement timeout).
+Home page 1 (its `before` row, capped by a statement timeout) and the per-member write a chat
+post made (rolled back).
 
 The machine is shared: compare the two columns of one run, not runs with each other.
 """
@@ -86,6 +87,14 @@ WHERE m.community_id = $1
 ORDER BY (m.is_announcement AND m.sticky_until > now()) DESC, m.last_interacted_at DESC,
          m.id DESC
 OFFSET 0 LIMIT 21
+"""
+
+# The per-member write of a chat post before issue 14 (storage/chat_messages.py COUNT_UNREAD).
+OLD_CHAT_FAN_OUT = """
+INSERT INTO group_chat_reads AS cr (community_id, group_id, user_id)
+SELECT $1, gm.group_id, gm.user_id
+FROM group_memberships gm WHERE gm.group_id = $2 AND gm.user_id <> $3
+ON CONFLICT (group_id, user_id) DO UPDATE SET updated_at = now()
 """
 
 Call = Callable[[], Awaitable[Any]]
@@ -174,6 +183,18 @@ async def prepare(dsn: str, scale: Scale, runs: int) -> Prepared:
             finally:
                 await conn.execute("RESET statement_timeout")
 
+    async def old_chat_fan_out() -> None:
+        # what posting a chat message wrote before issue 14, besides the message: one
+        # group_chat_reads row per other member (its unread counter; the column is gone, so the
+        # row's updated_at stands in for it), rolled back
+        async with pool.acquire() as conn:
+            tr = conn.transaction()
+            await tr.start()
+            try:
+                await conn.execute(OLD_CHAT_FAN_OUT, cid, big, admin_id)
+            finally:
+                await tr.rollback()
+
     home = MessageQuery(stream="home", sticky_first=True)
     company = MessageQuery(stream="company", sticky_first=True)
     group = MessageQuery(group_id=big)
@@ -196,6 +217,7 @@ async def prepare(dsn: str, scale: Scale, runs: int) -> Prepared:
     }
     scenarios = {name: (call, runs) for name, call in calls.items()}
     scenarios["before: Home p1 query"] = (old_home, min(runs, 3))
+    scenarios["before: chat fan-out, biggest group"] = (old_chat_fan_out, min(runs, 10))
     return Prepared(pool, hub, pid, big_members, scenarios)
 
 

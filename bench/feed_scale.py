@@ -118,15 +118,15 @@ async def small_group(pool: asyncpg.Pool, cid: int, admin_id: int, members: int)
     async with pool.acquire() as conn:
         gid: int = await conn.fetchval(
             "INSERT INTO groups (community_id, name, groupname, chat_enabled, creator_id) "
-            "VALUES ($1, 'Bench ten', 'benchten', true, $2) RETURNING id", cid, admin_id)
+            "VALUES ($1, 'Bench ' || $3::int, 'bench' || $3::int, true, $2) RETURNING id",
+            cid, admin_id, members)
         await conn.execute(
             "INSERT INTO group_memberships (community_id, group_id, user_id, role) "
             "SELECT $1, $2, id, CASE WHEN id = $3 THEN 'admin' ELSE 'member' END FROM users "
             "WHERE community_id = $1 ORDER BY id LIMIT $4", cid, gid, admin_id, members)
         await conn.execute(
             "INSERT INTO streams (community_id, kind, group_id, name) "
-            "VALUES ($1, 'group', $2, 'Bench ten'), ($1, 'group_chat', $2, 'Bench ten')",
-            cid, gid)
+            "VALUES ($1, 'group', $2, 'Bench'), ($1, 'group_chat', $2, 'Bench')", cid, gid)
     return gid
 
 
@@ -137,6 +137,10 @@ class Prepared:
     pid: int
     big_members: int
     scenarios: dict[str, tuple[Call, int]]  # name: (call, runs)
+    chat_by_size: Callable[[], Awaitable[dict[int, Measure]]]
+
+
+CHAT_SIZES = (11, 301, 3_001, 10_001)
 
 
 async def prepare(dsn: str, scale: Scale, runs: int) -> Prepared:
@@ -215,10 +219,19 @@ async def prepare(dsn: str, scale: Scale, runs: int) -> Prepared:
         "message post, 10 members": post(ten),
         "message post, biggest group": post(big),
     }
+    async def chat_by_size() -> dict[int, Measure]:
+        """The issue's table: sequential chat posts into groups of 11 to 10,001 members."""
+        users = await pool.fetchval("SELECT count(*) FROM users WHERE community_id = $1", cid)
+        out = {}
+        for size in (n for n in CHAT_SIZES if n <= users):
+            gid = await small_group(pool, cid, admin_id, size)
+            out[size] = await measure(pool, pid, chat(gid), runs)
+        return out
+
     scenarios = {name: (call, runs) for name, call in calls.items()}
     scenarios["before: Home p1 query"] = (old_home, min(runs, 3))
     scenarios["before: chat fan-out, biggest group"] = (old_chat_fan_out, min(runs, 10))
-    return Prepared(pool, hub, pid, big_members, scenarios)
+    return Prepared(pool, hub, pid, big_members, scenarios, chat_by_size)
 
 
 async def _main(args: argparse.Namespace) -> int:
@@ -250,6 +263,7 @@ async def _main(args: argparse.Namespace) -> int:
             for label, ready in prepared.items():
                 call, runs = ready.scenarios[name]
                 measured[label][name] = await measure(ready.pool, ready.pid, call, runs)
+        chat_tables = {label: await ready.chat_by_size() for label, ready in prepared.items()}
     if "large" not in measured:
         measured["large"] = measured["small"]
     print()
@@ -270,6 +284,13 @@ async def _main(args: argparse.Namespace) -> int:
               f"{small.cpu_ms:7.2f} {large.p(50):9.1f} {large.p(99):8.1f} "
               f"{large.cpu_ms:7.2f} {ratio:5.2f}x")
     print("times in ms; pg cpu: PostgreSQL backend CPU ms per call")
+    for label, table in chat_tables.items():
+        print()
+        print(f"POST chat message, sequential, {label} community: group members, p50, max, "
+              "pg cpu (ms)")
+        for size, m in table.items():
+            print(f"  {size:>6}  {m.p(50):6.1f}  {max(m.latencies) * 1000:6.1f}  "
+                  f"{m.cpu_ms:5.2f}")
     load1, load5, _ = os.getloadavg()
     print(f"total {time.monotonic() - started:.0f} s; load average {load1:.1f} (1 min), "
           f"{load5:.1f} (5 min)")

@@ -1,6 +1,6 @@
 """Streams and group chat at small and large scale, in one run (issue 14).
 
-    .venv/bin/python bench/feed_scale.py [--runs 30] [--large-comments 1 --large-likes 1]
+    .venv/bin/python bench/feed_scale.py [--runs 30] [--comments 1 --likes 1]
 
 Seeds two throwaway databases with bench/feed_seed.py (small: 20,000 messages; large:
 1,000,000 messages, 100,000 users, 1,000 groups), then, on each, calls the real actions (the
@@ -240,10 +240,8 @@ async def _main(args: argparse.Namespace) -> int:
     from tests.servers import ensure_postgres
 
     admin_dsn = ensure_postgres()
-    scales = {
-        "small": SCALES["small"],
-        "large": replace(SCALES["large"], comments=args.large_comments, likes=args.large_likes),
-    }
+    scales = {label: replace(SCALES[label], comments=args.comments, likes=args.likes)
+              for label in ("small", "large")}
     if args.only_small:
         del scales["large"]
     measured: dict[str, dict[str, Measure]] = {label: {} for label in scales}
@@ -270,7 +268,7 @@ async def _main(args: argparse.Namespace) -> int:
     print(f"Feed at scale: {args.runs} sequential calls per scenario after 3 warm-ups; "
           f"small = {scales['small'].messages:,} messages, large = "
           f"{scales.get('large', SCALES['large']).messages:,} messages "
-          f"({args.large_comments} comments, {args.large_likes} likes each)")
+          f"({args.comments} comments, {args.likes} likes each at both sizes)")
     head = (f"{'scenario':32} {'small p50':>9} {'p99':>7} {'pg cpu':>7} "
             f"{'large p50':>9} {'p99':>8} {'pg cpu':>7} {'ratio':>6}")
     print(head)
@@ -300,11 +298,11 @@ async def _main(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--large-comments", type=int, default=1,
-                        help="comments per message at large scale (the issue says 3; seeding "
+    parser.add_argument("--comments", type=int, default=1,
+                        help="comments per message at both sizes (the issue says 3; seeding "
                              "3M comments and 5M likes takes several more minutes, and a page "
                              "renders 20 messages whatever the totals)")
-    parser.add_argument("--large-likes", type=int, default=1)
+    parser.add_argument("--likes", type=int, default=1, help="likes per message (issue: 5)")
     parser.add_argument("--only-small", action="store_true",
                         help="a quick check of the script: the small scale only")
     args = parser.parse_args(argv)

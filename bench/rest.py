@@ -576,6 +576,10 @@ async def run_scale(args: argparse.Namespace) -> int:
     async with contextlib.AsyncExitStack() as stack:
         served = {label: await serve_scale(stack, admin_dsn, label, scale, args, headers)
                   for label, scale in scales.items()}
+        # fill each server's connection pool first, so that PostgreSQL's CPU is metered on
+        # every backend that serves the runs (the pool grows on demand)
+        for one in served.values():
+            await load(one.base, one.scenarios[0], headers, args.concurrency, 0.0, 1.0)
         # each scenario at both sizes back to back, so that both see the same load on the
         # (shared) machine
         for i, scenario in enumerate(served["small"].scenarios):

@@ -35,6 +35,7 @@ lint: install-test
 bench: install-test
 	$(BIN)/python bench/rest.py
 	$(BIN)/python bench/fanout.py
+	$(BIN)/python bench/push.py
 
 clean:
 	rm -rf $(VENV) .pytest-data *.egg-info

@@ -122,11 +122,17 @@ async def check_password_everywhere(
     app = request.app
     limiter = app[LIMITER]
     limit = app[SETTINGS].rate_limit_failed_logins
-    key = f"login:{client_address(request)}:central:{login.lower()}"
-    retry = await limiter.peek(key, limit)
-    if retry is not None:
-        raise RateLimited(retry, "Too many failed logins; try again later")
+    address = client_address(request)
     rows = await users.by_login_everywhere(app[POOL], login) if login else []
+    # The same buckets as a login on each community's own host, so that going through the
+    # central host (or switching between e-mail and username there) gives no extra guesses.
+    keys = [f"login:{address}:{row['community_id']}:u{row['id']}" for row in rows] or [
+        f"login:{address}:central:l:{login.lower()}"
+    ]
+    for key in keys:
+        retry = await limiter.peek(key, limit)
+        if retry is not None:
+            raise RateLimited(retry, "Too many failed logins; try again later")
     matched = [
         row for row in rows
         if await app[PASSWORDS].verify(row["id"], row["password_hash"], password)
@@ -134,7 +140,8 @@ async def check_password_everywhere(
     if not rows:
         await app[PASSWORDS].verify_nothing(password)
     if not matched:
-        await limiter.hit(key, limit)
+        for key in keys:
+            await limiter.hit(key, limit)
         raise Unauthorized("Invalid login or password")
     return matched
 

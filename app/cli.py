@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import logging
 import multiprocessing
 import os
 import secrets
+import shutil
+import signal
 import sys
 from collections.abc import Awaitable, Callable
+from multiprocessing import connection as mp_connection
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -19,10 +24,12 @@ import orjson
 from aiohttp import web
 
 from app import server
+from app.checks import SettingsError, check_services, check_static
 from app.config import Settings
 from app.errors import ApiError
+from app.logs import configure_logging, redact
 from app.passwords import Passwords
-from migrations import apply_migrations
+from migrations import MigrationError, apply_migrations
 from storage.communities import Community
 
 log = logging.getLogger("commons")
@@ -39,7 +46,7 @@ def resolve_database(settings: Settings) -> Settings:
     from storage.embedded_pg import start_embedded_postgres
 
     dsn = start_embedded_postgres(settings.data_dir.resolve())
-    log.info("using embedded PostgreSQL under %s", settings.data_dir / "postgres")
+    log.debug("using embedded PostgreSQL under %s", settings.data_dir / "postgres")
     return settings.with_database(dsn)
 
 
@@ -59,13 +66,18 @@ async def bootstrap_local_admin(settings: Settings, port: int) -> None:
     """A fresh database gets one community with an admin, so `make run` is usable at once.
 
     The admin password comes from COMMONS_ADMIN_PASSWORD, else is generated and written to
-    <data dir>/admin-password; it is printed once.
+    <data dir>/admin-password; the console says where (never the password itself).
     """
     from app.actions.communities import create_community
     from storage import communities
 
+    path = settings.data_dir / "admin-password"
+
     async def run(pool: asyncpg.Pool) -> None:
         if await communities.all_communities(pool):
+            if path.exists():  # the community made here earlier: say again how to log in
+                print(f"Admin login: admin@localhost (password in {path.resolve()})",
+                      flush=True)
             return
         password = os.environ.get("COMMONS_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
         await create_community(
@@ -73,12 +85,12 @@ async def bootstrap_local_admin(settings: Settings, port: int) -> None:
             base_url=f"http://localhost:{port}", admin_email="admin@localhost",
             admin_password=password,
         )
-        path = settings.data_dir / "admin-password"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(password + "\n")
         path.chmod(0o600)
-        print(f"Created community 'Commons' (localhost) with admin 'admin' / '{password}' "
-              f"(saved in {path})", flush=True)
+        # The password itself stays out of the console (and of whatever collects it).
+        print(f"Created community 'Commons' (localhost). Admin login: admin@localhost "
+              f"(password in {path.resolve()})", flush=True)
 
     await _with_pool(settings, run)
 
@@ -102,19 +114,150 @@ async def _freeze_startup_objects(app: web.Application) -> None:
     gc.freeze()
 
 
-def _serve_worker(settings: Settings, host: str, port: int, reuse_port: bool) -> None:
+def _die_with_parent() -> None:
+    """Linux: this server process gets SIGTERM when the `commons serve` that started it dies,
+    even by SIGKILL, so no orphan keeps serving the port."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+async def _serve(
+    settings: Settings, host: str, port: int, reuse_port: bool, announce: str | None = None
+) -> None:
+    """Serve until SIGTERM or SIGINT, then drain: stop accepting, close websockets (1001, in
+    the app's on_shutdown), wait for in-flight requests for at most COMMONS_SHUTDOWN_TIMEOUT
+    seconds, close the rest and release the pools."""
     from app.main import create_app
 
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(process)d %(name)s "
-                        "%(levelname)s %(message)s")
     app = create_app(settings)
     app.on_startup.append(_freeze_startup_objects)
+    # aiohttp's own access log is off: it would write raw paths, which can carry secrets
+    # (app.observe logs each request by its route template instead).
     # app.server: JSON parser errors, the connection cap and the head deadline
-    server.run(app, settings, host=host, port=port, reuse_port=reuse_port, loop=_event_loop())
+    runner = server.make_runner(app, settings, handle_signals=False,
+                                shutdown_timeout=settings.shutdown_timeout)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)  # a second signal changes nothing
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port, reuse_port=reuse_port).start()
+        if announce:
+            print(announce, flush=True)
+        await stop.wait()
+        log.info("stopping: draining for at most %s s", settings.shutdown_timeout)
+        await _drain(runner, app, settings.shutdown_timeout)
+    finally:
+        await runner.cleanup()
+    log.info("stopped")
+
+
+async def _drain(runner: web.AppRunner, app: web.Application, seconds: float) -> None:
+    """Stop accepting, close idle connections and websockets (1001), and wait (at most
+    `seconds`) for the requests in progress, whose bodies are still read.
+
+    aiohttp's own cleanup closes every connection first, and a connection it closed stops
+    reading: an upload still arriving would be cut. So this runs before it, and what is left
+    after `seconds` is then cut by `runner.cleanup()`."""
+    from app.resources import HUB
+    from app.views.ops import DRAINING
+
+    app[DRAINING].set()  # /readyz says 503; responses from now on close their connection
+    for site in list(runner.sites):
+        await site.stop()
+    http_server = runner.server
+    if HUB in app:
+        app[HUB].disconnect_all()
+    if http_server is None:
+        return
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while loop.time() < deadline:
+        # aiohttp has no public view of this: a connection is busy while a request is served
+        busy = [c for c in list(http_server.connections)
+                if getattr(c, "_request_in_progress", False)]
+        for conn in http_server.connections:
+            if conn not in busy:
+                conn.close()  # idle keep-alive: nothing in flight
+        if not busy:
+            return
+        await asyncio.sleep(0.05)
+    log.warning("drain: requests still in progress after %s s are cut", seconds)
+
+
+def _serve_worker(
+    settings: Settings, host: str, port: int, reuse_port: bool, announce: str | None = None
+) -> None:
+    if reuse_port:  # a child of `serve --workers N`
+        _die_with_parent()
+    configure_logging(settings.log_level, settings.log_format)
+    loop = _event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(_serve(settings, host, port, reuse_port, announce))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+def _metrics_dir(settings: Settings, port: int) -> Path:
+    """A fresh directory for the server processes' metric files (prometheus multiprocess
+    mode): values of a previous run must not add up with this one's."""
+    path = (settings.data_dir / "prometheus" / str(port)).resolve()
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+def _run_processes(settings: Settings, host: str, port: int, workers: int) -> int:
+    """`workers` server processes on one port (SO_REUSEPORT). SIGTERM or SIGINT to this
+    process stops them all (each drains); so does one of them dying."""
+    from app import metrics
+
+    os.environ[metrics.MULTIPROC_ENV] = str(_metrics_dir(settings, port))
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_serve_worker, args=(settings, host, port, True))
+             for _ in range(workers)]
+    stopping = False
+
+    def stop_all(signum: int = signal.SIGTERM, frame: object = None) -> None:
+        nonlocal stopping
+        stopping = True
+        for proc in procs:
+            if proc.pid is not None and proc.exitcode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop_all)
+    signal.signal(signal.SIGINT, stop_all)
+    for proc in procs:
+        proc.start()
+    failed = False
+    running = list(procs)
+    while running:
+        mp_connection.wait([p.sentinel for p in running])
+        for proc in [p for p in running if p.exitcode is not None]:
+            running.remove(proc)
+            metrics.mark_process_dead(proc.pid or 0)
+            if not stopping:
+                log.error("server process %s exited with %s; stopping the others",
+                          proc.pid, proc.exitcode)
+                failed = True
+                stop_all()
+    return 1 if failed else 0
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    check_static(settings)
     settings = resolve_database(settings)
+    asyncio.run(check_services(settings))
     host = args.host or settings.host
     port = args.port or settings.port
     assert settings.database_url
@@ -126,26 +269,18 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         print("--workers > 1 needs REDIS_URL: the in-process hub serves one process only",
               file=sys.stderr)
         return 2
-    print(f"Commons serving on http://{host}:{port} ({workers} worker(s))", flush=True)
-    if workers == 1:
-        _serve_worker(settings, host, port, reuse_port=False)
+    announce = f"Commons serving on http://{host}:{port} ({workers} worker(s))"
+    if workers == 1:  # said once listening, so that it can be waited for
+        _serve_worker(settings, host, port, reuse_port=False, announce=announce)
         return 0
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_serve_worker, args=(settings, host, port, True))
-             for _ in range(workers)]
-    for proc in procs:
-        proc.start()
-    try:
-        for proc in procs:
-            proc.join()
-    except KeyboardInterrupt:
-        for proc in procs:
-            proc.terminate()
-    return 0
+    print(announce, flush=True)
+    return _run_processes(settings, host, port, workers)
 
 
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
+    check_static(settings)
     settings = resolve_database(settings)
+    asyncio.run(check_services(settings))
     assert settings.database_url
     applied = asyncio.run(apply_migrations(settings.database_url))
     print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
@@ -254,9 +389,21 @@ def cmd_backfill_feed(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from app.worker import run_worker
 
+    check_static(settings)
     settings = resolve_database(settings)
-    logging.basicConfig(level=settings.log_level)
-    asyncio.run(run_worker(settings, once=args.once))
+    asyncio.run(check_services(settings))
+    configure_logging(settings.log_level, settings.log_format)
+
+    async def run() -> None:
+        # SIGTERM/SIGINT: the push loop finishes the batch it holds (jobs it did not get to
+        # go back to the queue when their lease ends), then the heartbeat says goodbye.
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        await run_worker(settings, once=args.once, stop=stop)
+
+    asyncio.run(run())
     return 0
 
 
@@ -324,12 +471,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    settings = Settings.from_env()
+    try:
+        settings = Settings.from_env()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level, settings.log_format)
     try:
         return int(args.func(args, settings))
+    except SettingsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except MigrationError as error:
+        print(f"error: {redact(str(error))}", file=sys.stderr)
+        return 1
     except ApiError as error:
         print(f"error: {'; '.join(error.messages)}", file=sys.stderr)
+        return 1
+    except OSError as error:  # e.g. the port is taken, the data directory is not writable
+        print(f"error: {redact(str(error))}", file=sys.stderr)
         return 1
 
 

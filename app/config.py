@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from push.worker import WorkerSettings
+from push.settings import WorkerSettings
 
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:
@@ -89,6 +89,12 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8080
     db_pool_size: int = 10
+    # PostgreSQL away: a new connection gives up after connect, a request waiting for a free
+    # connection after acquire; both answer 503 unavailable.
+    db_connect_timeout_seconds: float = 5.0
+    db_acquire_timeout_seconds: float = 10.0
+    # every Redis call gives up after this (then the process-local fallback)
+    redis_timeout_seconds: float = 0.5
     rate_limit_requests: int = 600
     rate_limit_failed_logins: int = 10
     rate_limit_webhooks: int = 60
@@ -106,6 +112,13 @@ class Settings:
     # proxies in front of the app that append to X-Forwarded-For (app/proxy.py)
     trusted_proxy_hops: int = 1
     log_level: str = "INFO"
+    # "text" (human) or "json" (one object per line; one line per request)
+    log_format: str = "text"
+    # who may read /metrics: client networks (CIDRs), or anyone sending the bearer token
+    metrics_allow: tuple[str, ...] = ("127.0.0.0/8", "::1/128")
+    metrics_token: str | None = None
+    # seconds SIGTERM/SIGINT waits for in-flight requests before closing what is left
+    shutdown_timeout: float = 10.0
     argon2: Argon2Settings = field(default_factory=Argon2Settings)
     s3: S3Settings | None = None
     apns: ApnsSettings | None = None
@@ -150,6 +163,9 @@ class Settings:
             host=_str(env, "COMMONS_HOST") or "127.0.0.1",
             port=_int(env, "COMMONS_PORT", 8080),
             db_pool_size=_int(env, "COMMONS_DB_POOL_SIZE", 10),
+            db_connect_timeout_seconds=_float(env, "COMMONS_DB_CONNECT_TIMEOUT_SECONDS", 5.0),
+            db_acquire_timeout_seconds=_float(env, "COMMONS_DB_ACQUIRE_TIMEOUT_SECONDS", 10.0),
+            redis_timeout_seconds=_float(env, "COMMONS_REDIS_TIMEOUT_SECONDS", 0.5),
             rate_limit_requests=_int(env, "COMMONS_RATE_LIMIT_REQUESTS", 600),
             rate_limit_failed_logins=_int(env, "COMMONS_RATE_LIMIT_FAILED_LOGINS", 10),
             rate_limit_webhooks=_int(env, "COMMONS_RATE_LIMIT_WEBHOOKS", 60),
@@ -163,6 +179,14 @@ class Settings:
             trust_forwarded=_bool(env, "COMMONS_TRUST_FORWARDED", False),
             trusted_proxy_hops=_int(env, "COMMONS_TRUSTED_PROXY_HOPS", 1),
             log_level=_str(env, "COMMONS_LOG_LEVEL") or "INFO",
+            log_format=(_str(env, "COMMONS_LOG_FORMAT") or "text").lower(),
+            metrics_allow=tuple(
+                part.strip() for part in
+                (_str(env, "COMMONS_METRICS_ALLOW") or "127.0.0.0/8,::1/128").split(",")
+                if part.strip()
+            ),
+            metrics_token=_str(env, "COMMONS_METRICS_TOKEN"),
+            shutdown_timeout=float(_int(env, "COMMONS_SHUTDOWN_TIMEOUT", 10)),
             argon2=Argon2Settings(
                 time_cost=_int(env, "COMMONS_ARGON2_TIME_COST", 3),
                 memory_kib=_int(env, "COMMONS_ARGON2_MEMORY_KIB", 65536),

@@ -101,6 +101,20 @@ class RateLimited(ApiError):
         )
 
 
+class Unavailable(ApiError):
+    """A service the request needs (PostgreSQL, the blob store) cannot be reached: try again."""
+
+    status = 503
+    code = "unavailable"
+    default_message = "The service is temporarily unavailable, please try again shortly"
+    retry_after = 5
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(
+            message or self.default_message, headers={"Retry-After": str(self.retry_after)}
+        )
+
+
 def _label(param: str) -> str:
     """`message[body]` -> `Body`, `user[first_name]` -> `First name` (Rails-style messages)."""
     leaf = param.rstrip("]").split("[")[-1]

@@ -2,30 +2,49 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import hashlib
 import logging
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import asyncpg
 from aiohttp import web
 from aiohttp_session import session_middleware
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import Redis
 
+from app import metrics
 from app.authentication import SessionCookieStorage
 from app.config import Settings
 from app.middleware import auth_middleware, errors_middleware
+from app.observe import make_observe_middleware
 from app.passwords import Passwords
+from app.presence import MemoryPresence, RedisPresence
 from app.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
-from app.resources import BLOBS, COMMUNITIES, HUB, LIMITER, PASSWORDS, POOL, REDIS, SETTINGS
+from app.resources import (
+    BLOBS,
+    COMMUNITIES,
+    HUB,
+    LIMITER,
+    PASSWORDS,
+    POOL,
+    PRESENCE,
+    REDIS,
+    REDIS_HEALTH,
+    SETTINGS,
+)
 from app.routes import add_routes
 from app.tenancy import CommunityResolver
 from app.uploads import uploads_middleware
+from app.views.ops import DRAINING, add_ops_routes
 from app.xml_format import negotiation_middleware
 from realtime.hub import Hub, HubSettings, LocalHub, RedisHub
 from storage.blobs import open_blob_store
 from storage.db import QueryObserver, create_pool
+from storage.redis import RedisHealth, redis_client
 
 log = logging.getLogger("commons")
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -45,6 +64,37 @@ def session_secret(settings: Settings) -> bytes:
     return key
 
 
+_lost_connections = 0
+
+
+def _count_connection(conn: object) -> None:
+    """Every new pool connection; one that replaces a lost one is a reconnect."""
+    global _lost_connections
+    metrics.PG_CONNECTIONS_OPENED.inc()
+    if _lost_connections > 0:
+        _lost_connections -= 1
+        metrics.PG_RECONNECTS.inc()
+
+    def lost(closed: object) -> None:
+        global _lost_connections
+        if not getattr(closed, "closed_on_purpose", True):
+            _lost_connections += 1
+
+    add_listener = getattr(conn, "add_termination_listener", None)
+    if add_listener is not None:
+        add_listener(lost)
+
+
+async def _pool_gauges(pool: asyncpg.Pool, size: int, every: float = 5.0) -> None:
+    """Pool use as gauges, sampled (a request never pays for it)."""
+    metrics.DB_POOL_MAX.set(size)
+    while True:
+        total = pool.get_size()
+        metrics.DB_POOL_SIZE.set(total)
+        metrics.DB_POOL_IN_USE.set(total - pool.get_idle_size())
+        await asyncio.sleep(every)
+
+
 def create_app(
     settings: Settings, *, query_observer: QueryObserver | None = None
 ) -> web.Application:
@@ -55,42 +105,52 @@ def create_app(
         session_secret(settings), cookie_name="commons_session", httponly=True, samesite="Lax",
         max_age=14 * 24 * 3600,
     )
+    observe = make_observe_middleware(
+        logging.INFO if settings.log_format == "json" else logging.DEBUG
+    )
     app = web.Application(
         middlewares=[
-            # negotiation first: it turns every JSON answer, errors included, into XML.
-            negotiation_middleware, errors_middleware,
+            # observe outermost: it times and counts every answer, whatever turned it out;
+            # negotiation next: it turns every JSON answer, errors included, into XML.
+            observe, negotiation_middleware, errors_middleware,
             uploads_middleware(settings.data_dir / "uploads"), session_middleware(storage),
             auth_middleware,
         ],
         client_max_size=settings.max_upload_bytes + 1024 * 1024,
     )
     app[SETTINGS] = settings
+    app[DRAINING] = asyncio.Event()
     app[PASSWORDS] = Passwords(settings.argon2, settings.credentials_cache_seconds)
+    # one view of Redis's health for the rate limits and the realtime publisher
+    app[REDIS_HEALTH] = RedisHealth()
 
     async def database(app: web.Application) -> AsyncIterator[None]:
         assert settings.database_url
         pool = await create_pool(
             settings.database_url, size=settings.db_pool_size, observer=query_observer,
-            reset_sessions=False,
+            reset_sessions=False, connect_timeout=settings.db_connect_timeout_seconds,
+            acquire_timeout=settings.db_acquire_timeout_seconds, on_connect=_count_connection,
         )
         app[POOL] = pool
         app[COMMUNITIES] = CommunityResolver(pool)
+        gauges = asyncio.get_running_loop().create_task(_pool_gauges(pool, settings.db_pool_size))
         yield
+        gauges.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await gauges
         await pool.close()
 
     async def redis(app: web.Application) -> AsyncIterator[None]:
         limiter: RateLimiter
         client: Redis | None = None
         if settings.redis_url:
-            # Blocking pool: a burst of concurrent requests waits for a connection instead
-            # of failing once the pool's limit is reached.
-            client = Redis.from_pool(BlockingConnectionPool.from_url(
-                settings.redis_url, max_connections=50, timeout=2,
-            ))
+            client = redis_client(settings.redis_url, timeout=settings.redis_timeout_seconds)
             app[REDIS] = client
-            limiter = RedisRateLimiter(client, settings.redis_prefix)
+            limiter = RedisRateLimiter(client, settings.redis_prefix, app[REDIS_HEALTH])
+            app[PRESENCE] = RedisPresence(client, settings.redis_prefix, app[REDIS_HEALTH])
         else:
             limiter = MemoryRateLimiter()
+            app[PRESENCE] = MemoryPresence()
         app[LIMITER] = limiter
         yield
         if client is not None:
@@ -102,7 +162,9 @@ def create_app(
         if settings.redis_url:
             realtime = RedisHub(
                 app[POOL], settings.redis_url,
-                HubSettings(channel_prefix=f"{settings.redis_prefix}:rt:"),
+                HubSettings(channel_prefix=f"{settings.redis_prefix}:rt:",
+                            redis_timeout=settings.redis_timeout_seconds),
+                health=app[REDIS_HEALTH],
             )
         else:
             realtime = LocalHub(app[POOL])
@@ -124,10 +186,12 @@ def create_app(
 
     async def close_websockets(app: web.Application) -> None:
         # Runs before the server waits for open requests: a websocket never ends by itself.
+        app[DRAINING].set()  # /readyz answers 503 from now on
         if HUB in app:
             app[HUB].disconnect_all()
 
     app.on_shutdown.append(close_websockets)
     add_routes(app)
+    add_ops_routes(app)
     app.router.add_static("/assets/", STATIC_DIR, append_version=False)
     return app

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 import uuid
@@ -10,6 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from app import authentication
 from app.context import COMMUNITY, REQUEST_ID, VIEWER
@@ -20,14 +22,18 @@ from app.errors import (
     NotFound,
     RateLimited,
     TooLarge,
+    Unavailable,
 )
 from app.resources import COMMUNITIES, LIMITER, SETTINGS
 from app.responses import json_response
+from storage.availability import DatabaseUnavailable, is_connection_loss
+from storage.blobs import BlobUnavailable
 
 log = logging.getLogger("commons.http")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+UNMATCHED = "unmatched"
 
 
 def public(handler: Handler) -> Handler:
@@ -40,6 +46,25 @@ def tenantless(handler: Handler) -> Handler:
     """Mark a view that serves every host alike (no community, no credentials)."""
     handler.__commons_tenantless__ = True  # type: ignore[attr-defined]
     return public(handler)
+
+
+_PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::[^{}]*(?:\{[^{}]*\}[^{}]*)*)?\}")
+
+
+@functools.lru_cache(maxsize=1024)
+def _template(canonical: str) -> str:
+    """aiohttp's canonical form back to the route table's: `{user_id}` -> `:user_id`."""
+    return _PARAM.sub(lambda m: "" if m.group(1) == "_ext" else ":" + m.group(1), canonical)
+
+
+def route_template(request: web.Request) -> str:
+    match = request.match_info
+    if match.http_exception is not None:
+        return UNMATCHED
+    resource = match.route.resource
+    if resource is None:
+        return UNMATCHED
+    return _template(resource.canonical)
 
 
 def _marked(request: web.Request, mark: str) -> bool:
@@ -84,21 +109,39 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         response = _error_response(request, _from_http_exception(exc))
     except (asyncio.CancelledError, ConnectionResetError):
         raise
+    except HttpProcessingError as exc:
+        # aiohttp's parser refusing what the client sent in a body (a multipart part header
+        # with a control byte, say): the client's fault, answered in the JSON error format
+        log.info("malformed body in %s %s (request %s): %s", request.method,
+                 route_template(request), request_id, exc.message)
+        response = _error_response(request, BadRequest("Malformed request body"))
+    except (DatabaseUnavailable, BlobUnavailable):
+        # logged once per outage where it is detected; no traceback per request
+        response = _error_response(request, Unavailable())
     except asyncpg.DataError as exc:
         # A value from the client the database cannot take (an id past int64, a NUL in text):
         # client input is never a 5xx.
-        log.info("bad value in %s %s (request %s): %s", request.method, request.path,
-                 request_id, exc)
+        # The route template, never the path: paths can carry secrets (webhook URLs).
+        log.info("bad value in %s %s (request %s): %s", request.method,
+                 route_template(request), request_id, exc)
         response = _error_response(
             request, BadRequest("A parameter has a value that is out of range or not valid text")
         )
-    except Exception:
-        log.exception("unhandled error in %s %s (request %s)", request.method, request.path,
-                      request_id)
-        response = json_response(
-            {"errors": ["Internal server error"], "code": "internal", "request_id": request_id},
-            status=500,
-        )
+    except Exception as exc:
+        if is_connection_loss(exc):
+            # A connection dropped under the request (PostgreSQL restarted, a network fault):
+            # a fault, not a bug; the pool replaces the connection on the next acquire.
+            log.warning("connection lost in %s %s (request %s): %r", request.method,
+                        route_template(request), request_id, exc)
+            response = _error_response(request, Unavailable())
+        else:
+            log.exception("unhandled error in %s %s (request %s)", request.method,
+                          route_template(request), request_id)
+            response = json_response(
+                {"errors": ["Internal server error"], "code": "internal",
+                 "request_id": request_id},
+                status=500,
+            )
     if not response.prepared:
         response.headers["X-Request-Id"] = request_id
     return response

@@ -22,6 +22,8 @@ ERROR_SCHEMA = {
         "request_id": {"type": "string"},
     },
 }
+# routes that answer with a file or a redirect to one, not JSON
+_FILE_PATH = re.compile(r"^/api/(attachments/:attachment_id|media_files/)")
 PAGING = [
     {"name": "page", "in": "query", "required": False,
      "schema": {"type": "integer", "minimum": 1, "default": 1}},
@@ -57,6 +59,10 @@ def _operation(route: Route, schemas: dict[str, Any]) -> dict[str, Any]:
             "2XX": {"description": "Success", "content": {"application/json": {}}},
         },
     }
+    if route.method == "GET" and _FILE_PATH.match(route.path):
+        # files: a 302 to the bytes (or a presigned URL), or the bytes themselves
+        op["responses"]["3XX"] = {"description": "Redirect to the file"}
+        op["responses"]["2XX"] = {"description": "The file", "content": {"*/*": {}}}
     if route.body is not None:
         name = route.body.__name__
         schemas[name] = _schema(route.body, schemas)
@@ -67,6 +73,56 @@ def _operation(route: Route, schemas: dict[str, Any]) -> dict[str, Any]:
             "multipart/form-data": {"schema": ref},
         }}
     return op
+
+
+# What a creating POST answers: {"<key>": {"id": ...}}. Its 2XX response links to every operation
+# on `<collection>/{param}` (and below), so that tools following OpenAPI links (schemathesis'
+# stateful phase) go on from what they created instead of guessing ids.
+CREATED_KEYS = {
+    "/api/users": "user",
+    "/api/groups": "group",
+    "/api/groups/:group_id/memberships": "group_membership",
+    "/api/groups/:group_id/membership_requests": "membership_request",
+    "/api/attachments": "attachment",
+    "/api/messages": "message",
+    "/api/messages/:message_id/comments": "comment",
+    "/api/messages/:message_id/likes": "like",
+    "/api/messages/:message_id/comments/:comment_id/likes": "like",
+    "/api/messages/:message_id/flags": "flag",
+    "/api/polls": "poll",
+    "/api/custom_fields": "custom_field",
+    "/api/content_filters": "content_filter",
+    "/api/meetings": "meeting",
+    "/api/thanks": "thanks",
+    "/api/topics": "topic",
+    "/api/conversations": "conversation",
+    "/api/external_systems": "external_system",
+    "/api/reach_extensions": "reach_extension",
+    "/api/groups/:group_id/webhooks": "webhook",
+}
+
+
+def _links(route: Route, ids: dict[tuple[str, str], str]) -> dict[str, Any]:
+    """OpenAPI links from a creating POST to the operations on what it created."""
+    key = CREATED_KEYS.get(route.path) if route.method == "POST" else None
+    if key is None:
+        return {}
+    known = set(_PARAM_RE.findall(route.path))
+    links: dict[str, Any] = {}
+    for target in ROUTES:
+        rest = target.path[len(route.path):]
+        match = re.match(r"^/:([A-Za-z_][A-Za-z0-9_]*)(/|$)", rest)
+        if not target.path.startswith(route.path) or match is None:
+            continue
+        new = match.group(1)
+        params = set(_PARAM_RE.findall(target.path))
+        if not params <= known | {new}:
+            continue  # needs an id this response does not give
+        parameters = {f"path.{name}": f"$request.path.{name}" for name in sorted(known)}
+        parameters[f"path.{new}"] = f"$response.body#/{key}/id"
+        name = ids[(target.method, target.path)]
+        links[name] = {"operationId": name, "parameters": parameters}
+    return links
 
 
 def _schema(model: type[BaseModel], schemas: dict[str, Any]) -> dict[str, Any]:
@@ -81,6 +137,8 @@ def document() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     schemas: dict[str, Any] = {"Error": ERROR_SCHEMA}
     used: set[str] = set()
+    ids: dict[tuple[str, str], str] = {}
+    operations: list[tuple[Route, dict[str, Any]]] = []
     for route in ROUTES:
         path = _PARAM_RE.sub(r"{\1}", route.path)
         op = _operation(route, schemas)
@@ -88,7 +146,13 @@ def document() -> dict[str, Any]:
             # one handler serving several routes: operationIds must still be unique
             op["operationId"] += "_" + re.sub(r"\W+", "_", route.path).strip("_")
         used.add(op["operationId"])
+        ids[(route.method, route.path)] = op["operationId"]
+        operations.append((route, op))
         paths.setdefault(path, {})[route.method.lower()] = op
+    for route, op in operations:
+        links = _links(route, ids)
+        if links:
+            op["responses"]["2XX"]["links"] = links
     return {
         "openapi": "3.1.0",
         "info": {"title": "Commons API", "version": "1",

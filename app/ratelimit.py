@@ -5,19 +5,18 @@ the count is over the limit; `peek` only reads.
 
 While Redis cannot be reached, `RedisRateLimiter` counts in the process instead (each process
 then allows the limit on its own) rather than failing every request: Redis is shared plumbing
-the API keeps working without, as the realtime hub does.
+the API keeps working without, as the realtime hub does. A hung Redis costs at most the client's
+short timeout, and only once per retry interval (storage.redis.RedisHealth).
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Protocol
 
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
-log = logging.getLogger(__name__)
+from storage.redis import REDIS_FAILURES, RedisHealth
 
 WINDOW = 60
 
@@ -35,47 +34,41 @@ def _window(window: int) -> tuple[int, int]:
 
 
 class RedisRateLimiter:
-    def __init__(self, redis: Redis, prefix: str) -> None:
+    def __init__(self, redis: Redis, prefix: str, health: RedisHealth | None = None) -> None:
         self._redis = redis
         self._prefix = prefix
         self._fallback = MemoryRateLimiter()
-        self._down = False
+        self._health = health or RedisHealth()
 
     def _key(self, key: str, window: int) -> tuple[str, int]:
         start, remaining = _window(window)
         return f"{self._prefix}:rl:{key}:{start}", remaining
 
-    def _failed(self, exc: Exception) -> None:
-        if not self._down:
-            self._down = True
-            log.warning("rate limits counted in this process: Redis is unreachable: %r", exc)
-
-    def _answered(self) -> None:
-        if self._down:
-            self._down = False
-            log.warning("rate limits counted in Redis again")
-
     async def hit(self, key: str, limit: int, window: int = WINDOW) -> int | None:
+        if not self._health.available():
+            return await self._fallback.hit(key, limit, window)
         rkey, remaining = self._key(key, window)
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.incr(rkey)
                 pipe.expire(rkey, window + 1, nx=True)
                 count, _ = await pipe.execute()
-        except (RedisError, OSError) as exc:
-            self._failed(exc)
+        except REDIS_FAILURES as exc:
+            self._health.failed(exc)
             return await self._fallback.hit(key, limit, window)
-        self._answered()
+        self._health.answered()
         return remaining if int(count) > limit else None
 
     async def peek(self, key: str, limit: int, window: int = WINDOW) -> int | None:
+        if not self._health.available():
+            return await self._fallback.peek(key, limit, window)
         rkey, remaining = self._key(key, window)
         try:
             count = await self._redis.get(rkey)
-        except (RedisError, OSError) as exc:
-            self._failed(exc)
+        except REDIS_FAILURES as exc:
+            self._health.failed(exc)
             return await self._fallback.peek(key, limit, window)
-        self._answered()
+        self._health.answered()
         return remaining if count is not None and int(count) >= limit else None
 
 

@@ -437,6 +437,9 @@ def aiohttp_path(path: str) -> str:
         free = name in _FREE_PARAMS or (path, name) in _NAMED_IDS
         return f"{{{name}:{_ANY_PATTERN if free else _ID_PATTERN}}}"
 
+    if path.endswith("/:filename"):
+        # a file's own name (`report.xml`) is no format suffix
+        return _PARAM_RE.sub(param, path)
     return _PARAM_RE.sub(param, path) + r"{_ext:(?:\.json|\.xml)?}"
 
 

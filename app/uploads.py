@@ -48,13 +48,17 @@ class UploadedFile:
 
     `from_bytes` makes one from bytes in memory (a decoded data URI, tests)."""
 
-    __slots__ = ("_file", "_memory", "content_type", "filename", "size")
+    __slots__ = ("_file", "_memory", "_pending", "_pending_bytes", "content_type", "filename",
+                 "size")
 
     def __init__(self, filename: str, content_type: str) -> None:
         self.filename = filename
         self.content_type = content_type
         self._memory = bytearray()
         self._file: IO[bytes] | None = None
+        # chunks on their way to the temp file, written together (no copy into one buffer)
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
         self.size = 0
 
     @classmethod
@@ -67,19 +71,22 @@ class UploadedFile:
     async def _write(self, data: bytes, directory: Path | None) -> None:
         """Append bytes: to memory while small, then to the temp file."""
         self.size += len(data)
-        self._memory += data
-        if self._file is None and len(self._memory) <= SPOOL_BYTES:
-            return
         if self._file is None:
+            self._memory += data
+            if len(self._memory) <= SPOOL_BYTES:
+                return
             self._file = await asyncio.to_thread(_temp_file, directory)
-        if len(self._memory) >= WRITE_BUFFER:
+            data = bytes(self._memory)
+            self._memory = bytearray()
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+        if self._pending_bytes >= WRITE_BUFFER:
             await self._flush()
 
     async def _flush(self) -> None:
-        if self._file is not None and self._memory:
-            data = bytes(self._memory)
-            self._memory.clear()
-            await asyncio.to_thread(self._file.write, data)
+        if self._file is not None and self._pending:
+            pending, self._pending, self._pending_bytes = self._pending, [], 0
+            await asyncio.to_thread(self._file.writelines, pending)
 
     async def _finish(self) -> None:
         await self._flush()
@@ -121,6 +128,7 @@ class UploadedFile:
 
     def close(self) -> None:
         self._memory = bytearray()
+        self._pending, self._pending_bytes = [], 0
         if self._file is not None:
             with contextlib.suppress(OSError):
                 self._file.close()

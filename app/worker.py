@@ -10,7 +10,10 @@ With once=True, every periodic job runs once and the due pushes are delivered on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -94,6 +97,39 @@ async def _run_due(ctx: WorkerContext, jobs: list[Periodic], *, all_: bool = Fal
             log.exception("job %s failed", job.name)
 
 
+HEARTBEAT_EVERY = 10.0
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+async def _heartbeat(
+    pool: asyncpg.Pool, counts: dict[str, int], stop: asyncio.Event,
+    every: float = HEARTBEAT_EVERY,
+) -> None:
+    """Say this worker is alive (with its push counters) until `stop`; then say it left."""
+    from storage import heartbeats
+
+    me, host, pid = worker_id(), socket.gethostname(), os.getpid()
+    failing = False
+    while not stop.is_set():
+        try:
+            await heartbeats.beat(pool, me, host, pid, dict(counts))
+            await heartbeats.prune(pool, timedelta(days=1))
+            if failing:
+                log.info("worker heartbeat recorded again")
+            failing = False
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            if not failing:  # one line per outage, not one per beat
+                log.warning("worker heartbeat failed: %s", type(exc).__name__)
+            failing = True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every)
+    with contextlib.suppress(Exception):
+        await heartbeats.forget(pool, me)
+
+
 async def run_worker(
     settings: Settings, *, once: bool = False, stop: asyncio.Event | None = None
 ) -> None:
@@ -115,6 +151,8 @@ async def run_worker(
         jobs = [Periodic(j.name, j.every, j.run) for j in JOBS]  # fresh timers per run
         if once:
             await _run_due(ctx, jobs, all_=True)
-            await pusher.run_once()
+            pusher.count(await pusher.run_once())
             return
-        await asyncio.gather(pusher.run(stop), _periodic(ctx, jobs, stop))
+        await asyncio.gather(
+            pusher.run(stop), _periodic(ctx, jobs, stop), _heartbeat(pool, pusher.counts, stop)
+        )

@@ -231,11 +231,14 @@ def _prefers_xml(accept: str) -> bool:
 
 
 def wants_xml(request: web.Request) -> bool:
-    path = request.path
-    if path.endswith(".xml"):
-        return True
-    if path.endswith(".json"):
-        return False
+    # The route's own suffix when a route matched (a download's file name is no suffix),
+    # else the path's.
+    suffix = request.match_info.get("_ext")
+    if suffix is None and request.match_info.http_exception is not None:
+        suffix = ".xml" if request.path.endswith(".xml") else (
+            ".json" if request.path.endswith(".json") else "")
+    if suffix:
+        return suffix == ".xml"
     return _prefers_xml(request.headers.get("Accept", ""))
 
 

@@ -42,28 +42,12 @@ from push.fcm import FcmOptions, FcmProvider
 from push.jobs import Claimed
 from push.log import LogProvider
 from push.provider import Outcome, Provider, SendResult
+from push.settings import WorkerSettings
 from storage import client_devices
 
 log = logging.getLogger("commons.push")
 
 PLATFORMS = ("apns", "fcm")
-
-
-@dataclass(frozen=True)
-class WorkerSettings:
-    """PUSH_* settings (README)."""
-
-    batch_size: int = 100
-    concurrency: int = 32
-    lease: float = 60.0
-    """Seconds a claimed job stays invisible to other workers while it is being sent (longer
-    than a send can take: requests time out after 15 s)."""
-    backoff_min: float = 1.0
-    backoff_max: float = 3600.0
-    give_up: float = 24 * 3600.0
-    idle_poll: float = 5.0
-    badge_interval: float = 5.0
-    """At most one silent badge update per device per this many seconds."""
 
 
 @dataclass
@@ -117,12 +101,21 @@ class PushWorker:
         self._providers = providers
         self._settings = settings or WorkerSettings()
         self._rng = rng
+        # totals since start, by outcome, for the heartbeat (and so /metrics)
+        self.counts: dict[str, int] = {"sent": 0, "failed": 0, "retried": 0, "pruned": 0}
 
-    async def run_once(self) -> Stats:
-        """Deliver every job due now (batch after batch); what happened."""
+    def count(self, stats: Stats) -> None:
+        self.counts["sent"] += stats.sent
+        self.counts["failed"] += stats.dropped + stats.gave_up
+        self.counts["retried"] += stats.retried
+        self.counts["pruned"] += stats.rejected  # devices whose token the provider refused
+
+    async def run_once(self, stop: asyncio.Event | None = None) -> Stats:
+        """Deliver every job due now (batch after batch), or until `stop` is set: the batch in
+        hand is finished, the rest stays queued for the next worker; what happened."""
         total = Stats()
         settings = self._settings
-        while True:
+        while stop is None or not stop.is_set():
             batch = await jobs.claim(
                 self._pool, settings.batch_size, timedelta(seconds=settings.lease)
             )
@@ -131,6 +124,7 @@ class PushWorker:
             total.add(await self._deliver(batch))
             if len(batch) < settings.batch_size:
                 return total
+        return total
 
     async def run(self, stop: asyncio.Event) -> None:
         """Deliver until `stop` is set, woken by NOTIFY or every idle_poll seconds."""
@@ -146,7 +140,8 @@ class PushWorker:
                     try:
                         while not stop.is_set():
                             wake.clear()
-                            stats = await self.run_once()
+                            stats = await self.run_once(stop)
+                            self.count(stats)
                             if stats.handled:
                                 log.info(
                                     "push: %d sent, %d skipped, %d retried, %d dropped, "

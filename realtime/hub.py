@@ -35,6 +35,7 @@ import logging
 import os
 import random
 import uuid
+from collections import deque
 from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -45,12 +46,16 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
+from app import metrics
 from realtime.events import CONTROL_EVENT, EncodedEvent, Event, encode, from_wire, to_wire
 from storage import events as store
+from storage.availability import DatabaseUnavailable
+from storage.redis import DEFAULT_TIMEOUT, REDIS_FAILURES, RedisHealth, redis_client
 
 log = logging.getLogger(__name__)
 
 GOING_AWAY = 1001
+UNPUBLISHED_KEPT = 10_000
 
 
 class Subscriber(Protocol):
@@ -89,6 +94,8 @@ class HubSettings:
     """An idle pub/sub connection is pinged this often; 3 silent intervals mean it is dead."""
     subscribe_timeout: float = 2.0
     channel_prefix: str = "commons:rt:"
+    redis_timeout: float = DEFAULT_TIMEOUT
+    """A publish gives up after this (a hung Redis must not hold the request that published)."""
 
 
 class _Stream:
@@ -171,6 +178,10 @@ class Hub:
         await self._publish_remote(encoded)
 
     async def _publish_remote(self, events: Sequence[EncodedEvent]) -> None:
+        return None
+
+    async def _flush_remote(self) -> None:
+        """Send what could not be published earlier (maintenance tick)."""
         return None
 
     # -- subscribers -----------------------------------------------------------------------
@@ -267,6 +278,8 @@ class Hub:
             return
         if len(stream.pending) < self._settings.max_pending:
             stream.pending[event.id] = event
+        else:
+            metrics.HUB_DROPS.inc()  # not held: the catch-up reads it from PostgreSQL
         if stream.ready.done():
             self._want(stream, event.id, self._settings.gap_timeout)
         elif event.id > stream.target:
@@ -274,7 +287,11 @@ class Hub:
 
     def _dispatch(self, stream: _Stream, event: EncodedEvent) -> None:
         stream.position = event.id
-        subs: Iterable[Subscriber] | None = stream.by_channel.get(event.channel)
+        on_channel = stream.by_channel.get(event.channel)
+        subs: Iterable[Subscriber] | None = on_channel
+        reached = len(stream.catch_all) + (len(on_channel) if on_channel else 0)
+        if reached:
+            metrics.HUB_DELIVERIES.inc(reached)
         if subs:
             if event.name == CONTROL_EVENT:
                 subs = tuple(subs)  # its handler changes subscriptions
@@ -388,6 +405,7 @@ class Hub:
         while True:
             await asyncio.sleep(settings.maintenance_tick)
             now = loop.time()
+            await self._flush_remote()
             for stream in list(self._streams.values()):
                 if (
                     stream.idle_since is not None
@@ -402,6 +420,8 @@ class Hub:
                 last_resync = now
                 try:
                     await self._resync(list(self._streams), settings.gap_timeout)
+                except DatabaseUnavailable:
+                    pass  # the pool logs the outage once; the next tick tries again
                 except Exception as exc:  # keep the loop alive whatever happened
                     log.warning("realtime resync failed: %r", exc)
 
@@ -451,10 +471,16 @@ class RedisHub(Hub):
     """Many processes: one Redis pub/sub connection per process, one channel per community."""
 
     def __init__(
-        self, pool: asyncpg.Pool, redis_url: str, settings: HubSettings | None = None
+        self, pool: asyncpg.Pool, redis_url: str, settings: HubSettings | None = None,
+        *, health: RedisHealth | None = None,
     ) -> None:
         super().__init__(pool, settings)
         self._redis_url = redis_url
+        # shared with the app's other Redis users: one outage, one pair of log lines
+        self._health = health or RedisHealth()
+        # events not yet published because Redis was away (oldest dropped past the bound:
+        # the receivers' resync covers those)
+        self._unpublished: deque[EncodedEvent] = deque(maxlen=UNPUBLISHED_KEPT)
         self._publisher: aioredis.Redis | None = None
         self._sub_client: aioredis.Redis | None = None
         self._pubsub: Any = None  # redis.asyncio.client.PubSub of the live connection
@@ -469,7 +495,7 @@ class RedisHub(Hub):
         """CLIENT SETNAME of the pub/sub connection, to find it in CLIENT LIST."""
 
     async def start(self) -> None:
-        self._publisher = aioredis.Redis.from_url(self._redis_url)
+        self._publisher = redis_client(self._redis_url, timeout=self._settings.redis_timeout)
         # No hidden retries on the subscriber: a failure must surface so that the hub
         # resubscribes and catches up, instead of silently reconnecting having missed messages.
         self._sub_client = aioredis.Redis.from_url(
@@ -506,21 +532,36 @@ class RedisHub(Hub):
         return f"{self._settings.channel_prefix}{community_id}"
 
     def _degraded(self) -> bool:
-        return not self._connected
+        # A hung Redis may keep the subscription looking connected while publishes time out:
+        # poll PostgreSQL then too.
+        return not self._connected or self._health.down
 
     async def _publish_remote(self, events: Sequence[EncodedEvent]) -> None:
+        """Publish, or keep the events for later while Redis is away. Other processes catch up
+        from PostgreSQL meanwhile when they notice (their subscription drops, or the 30 s
+        resync), and the kept events are sent as soon as Redis answers again: a process whose
+        subscription never noticed the outage (a short freeze) gets them within seconds."""
         assert self._publisher is not None, "RedisHub.start() was not called"
+        self._unpublished.extend(events)
+        if not self._health.available():
+            return
+        batch, self._unpublished = self._unpublished, deque(maxlen=UNPUBLISHED_KEPT)
         try:
             async with self._publisher.pipeline(transaction=False) as pipe:
-                for event in events:
+                for event in batch:
                     pipe.publish(self._channel(event.community_id), to_wire(event))
                 await pipe.execute()
-        except (RedisError, OSError) as exc:
-            log.warning(
-                "realtime publish to Redis failed; other processes will catch up "
-                "from PostgreSQL: %r",
-                exc,
-            )
+        except REDIS_FAILURES as exc:
+            self._health.failed(exc)
+            log.debug("realtime publish to Redis failed: %r", exc)
+            batch.extend(self._unpublished)  # kept in id order, newest last
+            self._unpublished = batch
+            return
+        self._health.answered()
+
+    async def _flush_remote(self) -> None:
+        if self._unpublished and self._publisher is not None:
+            await self._publish_remote(())
 
     async def _acquire_remote(self, community_id: int) -> None:
         await self._reconcile()
@@ -565,6 +606,7 @@ class RedisHub(Hub):
         """Own the pub/sub connection for the hub's lifetime: connect, read, reconnect."""
         assert self._sub_client is not None
         failures = 0
+        connected_before = False
         while not self._closed:
             pubsub = self._sub_client.pubsub()
             try:
@@ -574,11 +616,20 @@ class RedisHub(Hub):
                     self._subscribed = set()
                     self._confirmed = set()
                 self._connected = True
+                self._health.answered()
+                if failures:
+                    log.info("realtime Redis subscription restored")
+                if connected_before:
+                    metrics.REDIS_RECONNECTS.inc()
+                connected_before = True
                 await self._reconcile()
                 failures = 0
                 await self._read(pubsub)
             except (RedisError, OSError) as exc:
-                log.warning("realtime Redis subscription lost: %r", exc)
+                # once per outage (the health logs it), not once per reconnect attempt
+                if failures == 0:
+                    log.info("realtime Redis subscription lost: %r", exc)
+                self._health.failed(exc)
             except asyncio.CancelledError:
                 raise
             except Exception:

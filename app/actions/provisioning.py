@@ -26,8 +26,13 @@ import asyncpg
 from defusedxml.common import DefusedXmlException
 from defusedxml.ElementTree import DefusedXMLParser, ParseError
 
+from app.actions.group_events import publish
 from app.actions.users import EMAIL_RE
 from app.errors import Invalid, TooLarge
+from app.passwords import Passwords
+from realtime.events import CLOSE_DEACTIVATED, Event, close_event
+from realtime.hub import Hub
+from storage import events as event_store
 from storage import memberships
 from storage import provisioning as storage
 
@@ -190,6 +195,8 @@ class Provisioning:
         self.fields: dict[str, int] | None = None
         self.files = 0
         self.analyze_at = BATCH  # created users at which statistics are next refreshed
+        self.deactivated: list[int] = []
+        self.events: list[Event] = []
 
     async def start(self) -> None:
         await storage.begin(self.conn, self.community_id)
@@ -449,11 +456,18 @@ class Provisioning:
             raise Invalid("Send the directory export as the multipart field file",
                           fields={"file": ["can't be blank"]})
         if not add_only:
-            self.report.deactivated = await storage.deactivate_absent(
+            self.deactivated = await storage.deactivate_absent(
                 self.conn, self.community_id, self.caller_id)
+            self.report.deactivated = len(self.deactivated)
         if await storage.active_admins(self.conn, self.community_id) == 0:
             raise Invalid("Provisioning would leave the community without an active admin",
                           fields={"file": ["lists no active admin"]})
+        # Deactivated users' open sockets close (4003) on every process, as on DELETE
+        # /api/users/:id; appended last, as the event store asks.
+        self.events = await event_store.append_events(self.conn, self.community_id, [
+            close_event(user_id, CLOSE_DEACTIVATED, "deactivated")
+            for user_id in self.deactivated
+        ])
         return self.report
 
 
@@ -465,7 +479,8 @@ Part = tuple[str, "FileChunks | str"]
 
 async def provision(
     pool: asyncpg.Pool, community_id: int, caller_id: int, parts: AsyncIterator[Part],
-    *, test: bool = False, add_only: bool = False,
+    *, test: bool = False, add_only: bool = False, hub: Hub | None = None,
+    passwords: Passwords | None = None,
 ) -> Report:
     """Apply the uploaded export(s) in one transaction. `parts` yields ("file", chunks) for
     each uploaded file and (name, value) for form fields; the `test` and `add_only` form
@@ -491,6 +506,11 @@ async def provision(
             raise
         if test:
             await transaction.rollback()
-        else:
-            await transaction.commit()
+            return report
+        await transaction.commit()
+    # after commit: deactivated users' cached credentials and open sockets go at once
+    if passwords is not None:
+        for user_id in run.deactivated:
+            passwords.forget_user(user_id)
+    await publish(hub, run.events)
     return report

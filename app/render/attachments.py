@@ -76,6 +76,13 @@ def media_file(row: Row, base: str) -> dict[str, Any]:
         "content_type": row["content_type"],
         "attachment_id": row["id"],
         "external_resource_id": None,
+        # listed by interface.md, absent from the captured payloads: last (decisions.md); a
+        # media file is its image attachment, so it shares the attachment's id
+        "id": row["id"],
+        "canonical": False,
+        "file_name": display_filename(row),
+        "width": width,
+        "height": height,
     }
 
 

@@ -34,6 +34,8 @@ def external_resource(row: Row) -> dict[str, Any]:
         "tags": [],
         "oembed": row["oembed"],
         "media_files": [],
+        # listed by interface.md, absent from the captured payloads: last (decisions.md)
+        "open_in_new_tab": True,
     }
 
 

@@ -47,6 +47,7 @@ class FeedData:
     # very same dict is placed wherever it appears; nothing mutates rendered output).
     _embedded_users: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
     _like_users: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
+    _recipient_users: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
     _short_groups: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
 
     def embedded_user(self, user_id: int) -> dict[str, Any]:
@@ -74,9 +75,13 @@ class FeedData:
         out: list[dict[str, Any]] = []
         for r in rows:
             if r["user_id"] is not None:
-                user = self.users.get(r["user_id"])
-                if user is not None:
-                    out.append(recipient_user(user, self.base))
+                uid = r["user_id"]
+                rendered = self._recipient_users.get(uid)
+                if rendered is None and uid in self.users:
+                    rendered = self._recipient_users[uid] = recipient_user(
+                        self.users[uid], self.base)
+                if rendered is not None:
+                    out.append(rendered)
             else:
                 group = self.groups.get(r["group_id"])
                 # a group the viewer may not even see is left out (never leak its name)

@@ -12,6 +12,7 @@ from typing import Any
 from app.access import is_group_admin
 from app.context import Viewer
 from app.render.groups_short import short_group
+from app.render.topics import html_description
 
 Row = Mapping[str, Any]
 
@@ -56,7 +57,8 @@ def viewer_flags(row: Row, viewer: Viewer) -> dict[str, Any]:
 
 
 def full_group(row: Row, base: str, viewer: Viewer) -> dict[str, Any]:
-    """The 27-key Group (create, show, lists); chat-enabled groups add five chat keys."""
+    """The 27-key Group (create, show, lists); chat-enabled groups add five chat keys; then
+    html_description and rule_managed."""
     out = short_group(row, base)
     out["admin_ids"] = list(row["admin_ids"])
     out["description"] = row["description"]
@@ -76,6 +78,10 @@ def full_group(row: Row, base: str, viewer: Viewer) -> dict[str, Any]:
             chat["push_notification_on_group_chat_message"]
         )
         out["push_notification_on_chat_mention"] = chat["push_notification_on_chat_mention"]
+    # listed by interface.md, absent from the captured payloads: last (decisions.md). No group
+    # is managed by membership rules in Commons.
+    out["html_description"] = html_description(row["description"], base)
+    out["rule_managed"] = False
     return out
 
 

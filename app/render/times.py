@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from app.errors import BadRequest
+
 
 def iso(value: datetime | None) -> str | None:
     if value is None:
@@ -19,4 +21,9 @@ def epoch(value: datetime | None) -> int | None:
 
 
 def from_epoch(seconds: int) -> datetime:
-    return datetime.fromtimestamp(seconds, UTC)
+    """A client's epoch seconds (`since`); past what a datetime holds (a client sending
+    milliseconds) is the client's error, 400."""
+    try:
+        return datetime.fromtimestamp(seconds, UTC)
+    except (ValueError, OverflowError, OSError) as exc:
+        raise BadRequest("since is out of range (epoch seconds expected)") from exc

@@ -30,8 +30,23 @@ def _iso_date(value: Any) -> str | None:
     return value.isoformat() if value is not None else None
 
 
+def _interface_extras(row: Row) -> dict[str, Any]:
+    """What interface.md lists and the captured payloads lack, after the captured keys in the
+    interface's order (decisions.md). Commons keeps no out-of-office start date."""
+    return {
+        "first_name": row["first_name"],
+        "last_name": row["last_name"],
+        "out_of_office_on": None,
+    }
+
+
 def embedded_user(row: Row, base: str) -> dict[str, Any]:
-    """Author of a message or comment, manager, thanks sender (15 keys)."""
+    """Author of a message or comment, manager, thanks sender: the 15 captured keys, then
+    first_name, last_name, out_of_office_on."""
+    return {**_captured_embedded(row, base), **_interface_extras(row)}
+
+
+def _captured_embedded(row: Row, base: str) -> dict[str, Any]:
     name = display_name(row)
     state = row["state"]
     return {
@@ -54,8 +69,10 @@ def embedded_user(row: Row, base: str) -> dict[str, Any]:
 
 
 def recipient_user(row: Row, base: str) -> dict[str, Any]:
-    out = embedded_user(row, base)
+    """The embedded user with the captured mention_name (16th), then the extras."""
+    out = _captured_embedded(row, base)
     out["mention_name"] = row["username"]
+    out.update(_interface_extras(row))
     return out
 
 
@@ -90,7 +107,8 @@ def full_user(
     manager: Row | None,
     custom_values: Sequence[Row],
 ) -> dict[str, Any]:
-    """The 23-key form of the users index, search, followers, members (FULL row)."""
+    """The 23 captured keys of the users index, search, followers, members (FULL row), then
+    first_name, last_name, out_of_office_on."""
     embedded = embedded_user(row, base)
     followable = (
         row["id"] != viewer_id and row["state"] == "active" and not row["viewer_follows"]

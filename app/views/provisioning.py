@@ -21,8 +21,9 @@ from app.context import VIEWER, community_of
 from app.errors import TooLarge, UnsupportedMediaType
 from app.middleware import public
 from app.params import parse_query
-from app.resources import LIMITER, POOL, SETTINGS
+from app.resources import HUB, LIMITER, PASSWORDS, POOL, SETTINGS
 from app.responses import json_response
+from app.uploads import multipart_reader, next_part, read_chunk
 
 CHUNK = 64 * 1024
 
@@ -52,8 +53,8 @@ async def _parts(request: web.Request) -> AsyncIterator[actions.Part]:
     for name, value in parse_query(request.rel_url.raw_query_string).items():
         if isinstance(value, str):
             yield name, value
-    reader = await request.multipart()
-    async for part in reader:
+    reader = await multipart_reader(request)  # a missing boundary is a 400, not a 500
+    while (part := await next_part(reader)) is not None:
         if not isinstance(part, BodyPartReader) or not part.name:
             continue
         if part.filename is None and part.name != "file":
@@ -63,7 +64,7 @@ async def _parts(request: web.Request) -> AsyncIterator[actions.Part]:
 
         async def chunks(part: BodyPartReader = part) -> AsyncIterator[bytes]:
             nonlocal total
-            while chunk := await part.read_chunk(CHUNK):
+            while chunk := await read_chunk(part, CHUNK):
                 total += len(chunk)
                 if total > limit:
                     raise TooLarge()
@@ -78,6 +79,7 @@ async def provision(request: web.Request) -> web.Response:
     if not request.content_type.startswith("multipart/"):
         raise UnsupportedMediaType("Send multipart/form-data with the export as the field file")
     report = await actions.provision(
-        request.app[POOL], community_of(request).id, caller_id, _parts(request)
+        request.app[POOL], community_of(request).id, caller_id, _parts(request),
+        hub=request.app.get(HUB), passwords=request.app[PASSWORDS],
     )
     return json_response({"provision": report.as_json()})

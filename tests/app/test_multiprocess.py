@@ -32,7 +32,10 @@ class ServerProcess:
     """`commons serve` in a subprocess (its own process group, so that `--workers` children
     are stopped with it)."""
 
-    def __init__(self, settings: Settings, data_dir: Path, *args: str) -> None:
+    def __init__(
+        self, settings: Settings, data_dir: Path, *args: str,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("S3_", "AWS_"))}
@@ -42,7 +45,8 @@ class ServerProcess:
             "COMMONS_REDIS_PREFIX": settings.redis_prefix,
             "COMMONS_SECRET_KEY": settings.secret_key or "test-secret",
             "COMMONS_DATA_DIR": str(data_dir),
-            "COMMONS_LOG_LEVEL": "WARNING",
+            "COMMONS_LOG_LEVEL": os.environ.get("TEST_SERVER_LOG_LEVEL", "WARNING"),
+            **(extra_env or {}),
         })
         self.log = data_dir / f"server-{self.port}.log"
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -214,3 +218,24 @@ def _realtime_pid(client: dict[str, Any]) -> int | None:
     if len(parts) == 4 and parts[:2] == ["commons", "realtime"] and parts[2].isdigit():
         return int(parts[2])
     return None
+
+
+async def test_serve_answers_parser_errors_in_json(
+    spawn: Any, http: aiohttp.ClientSession
+) -> None:
+    """`commons serve` runs app.server's runner: an HTTP parser error is the JSON error, and
+    nothing of the request comes back."""
+    server = spawn()
+    await server.wait_until_up(http)
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        writer.write(b"GET /" + b"a" * 20_000 + b" HTTP/1.1\r\nHost: x\r\n"
+                     b"Authorization: Basic c2VjcmV0\r\n\r\n")
+        raw = await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.split(b" ", 2)[1] == b"400", head
+    assert b"application/json" in head and b"X-Request-Id" in head
+    assert b"c2VjcmV0" not in raw and b"aaaa" not in raw
+    assert b'"code":"bad_request"' in body

@@ -86,3 +86,25 @@ async def test_openapi_document(world: World) -> None:
     assert search == {"q", "page", "per_page"}
     assert doc["components"]["securitySchemes"]["basic"] == {"type": "http",
                                                               "scheme": "basic"}
+
+
+async def test_openapi_links_lead_from_what_is_created_to_its_operations(world: World) -> None:
+    admin = await world.community()
+    doc = (await admin.api.anonymous().get("/api/openapi.json")).json
+    ids = {op["operationId"]: (m, p) for p, item in doc["paths"].items() for m, op in item.items()}
+    groups = doc["paths"]["/api/groups"]["post"]["responses"]["2XX"]["links"]
+    show = groups["get_groups_show_group"]
+    assert show["parameters"] == {"path.group_id": "$response.body#/group/id"}
+    # every link names an operation of the document and fills all its path parameters
+    linked = 0
+    for item in doc["paths"].values():
+        for op in item.values():
+            for link in op["responses"].get("2XX", {}).get("links", {}).values():
+                linked += 1
+                _, path = ids[link["operationId"]]
+                named = {f"path.{n}" for n in re.findall(r"{(\w+)}", path)}
+                assert set(link["parameters"]) == named, (path, link)
+    assert linked > 50
+    # and the created resource really is under that key
+    created = await admin.api.post("/api/groups", json={"group": {"name": "Linked"}})
+    assert (await admin.api.get(f"/api/groups/{created.json['group']['id']}")).status == 200

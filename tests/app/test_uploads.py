@@ -29,7 +29,8 @@ async def _keep(request: web.Request) -> web.Response:
     data = b"".join([chunk async for chunk in upload.chunks()])
     return json_response({
         "size": upload.size, "read": len(data), "head": (await upload.head(4)).decode(),
-        "on_disk": upload._file is not None, "in_memory": len(upload._memory),
+        "on_disk": upload._file is not None,
+        "in_memory": len(upload._memory) + upload._pending_bytes,
         "same": data == _payload(upload.size),
     })
 

@@ -364,3 +364,40 @@ async def test_without_credentials_pushes_are_only_logged(world: World, settings
     await run_worker(settings, once=True)
     assert await pending(world) == []  # "sent" by the log provider
 
+
+
+async def test_a_stopping_worker_finishes_its_batch_and_leaves_the_rest_queued(
+    world: World, fcm: FakeFcm, provider: FcmProvider
+) -> None:
+    """SIGTERM sets `stop` (app/cli.py): the batch being sent is finished, the next one is not
+    claimed, so it waits in the queue for the next worker instead of delaying the exit."""
+    admin, ann, _ = await people(world)
+    crowd = await world.many_users(admin, 6)
+    for member in crowd:
+        await register(member, f"fcm:{member.username}")
+    await mention(ann, *crowd)
+    stop = asyncio.Event()
+    fcm.delay = 0.2
+    worker = make_worker(world, provider, batch_size=2)
+    task = asyncio.create_task(worker.run_once(stop))
+    await asyncio.sleep(0.1)  # the first batch is in flight
+    stop.set()
+    stats = await task
+    assert stats.sent == 2
+    left = await pending(world)
+    assert len(left) == 4 and all(job["attempts"] == 0 for job in left)
+
+
+async def test_nothing_is_sent_to_a_member_who_left_meanwhile(
+    world: World, fcm: FakeFcm, provider: FcmProvider
+) -> None:
+    admin, ann, bob = await people(world)
+    await register(bob, "bob:chat", "conversations")
+    await register(admin, "admin:chat", "conversations")
+    group = await start(ann, bob, admin, text=None, name="Planning")
+    await say(ann, group["id"], "who is in?")
+    resp = await bob.api.delete(f"/api/conversations/{group['id']}/members/me")
+    assert resp.status in (200, 204), resp.text
+    stats = await make_worker(world, provider).run_once()
+    assert (stats.skipped, stats.sent) == (1, 1)
+    assert fcm.attempts == ["admin:chat"]

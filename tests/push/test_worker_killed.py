@@ -89,7 +89,7 @@ async def test_a_worker_killed_mid_batch_loses_nothing_and_duplicates_nothing(
     crowd = await world.many_users(admin, 60)
     await world.pool.execute(
         "INSERT INTO client_devices (community_id, user_id, registration_id, platform) "
-        "SELECT $1, u, lpad(to_hex(u), 64, 'a'), 'apns' FROM unnest($2::bigint[]) AS u",
+        "SELECT $1, u, lpad(to_hex(u), 64, '0'), 'apns' FROM unnest($2::bigint[]) AS u",
         admin.community.id, [m.id for m in crowd])
     names = " ".join(f"@{m.username}" for m in crowd)
     for n in range(3):

@@ -29,6 +29,7 @@ from storage.blobs import BlobStore, LocalBlobStore, S3BlobStore
 from storage.db import transaction
 from tests.conftest import QueryLog
 from tests.s3_buckets import fresh_bucket
+from tests.shapes import MEDIA_FILE_EXTRAS, captured_keys
 from tests.support import Member, World
 
 MiB = 1024 * 1024
@@ -36,10 +37,8 @@ ATTACHMENT_KEYS = [  # keys.md "Attachment"
     "id", "url", "filename", "public_filename", "external_host_type", "file_extension",
     "content_type", "html_filename",
 ]
-MEDIA_FILE_KEYS = [  # keys.md "Media file in message.media_files[]"
-    "title", "description", "thumbnails", "thumbnail_metadata", "page_url", "url",
-    "content_type", "attachment_id", "external_resource_id",
-]
+# keys.md "Media file in message.media_files[]", then the interface's extras (decisions.md)
+MEDIA_FILE_KEYS = [*captured_keys("Media file in `message.media_files[]`"), *MEDIA_FILE_EXTRAS]
 BOTH_STORES = pytest.mark.parametrize("blob_driver", ["local", "s3"])
 
 
@@ -495,6 +494,11 @@ async def test_render_forms_follow_keys_md(world: World) -> None:
         "content_type": "image/png",
         "attachment_id": aid,
         "external_resource_id": None,
+        "id": aid,
+        "canonical": False,
+        "file_name": f"{aid}-banner.png",
+        "width": 1000,
+        "height": 250,
     }
     # every URL of the media file answers
     for url in [*form["thumbnails"].values(), form["url"]]:

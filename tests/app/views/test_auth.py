@@ -229,3 +229,23 @@ async def test_forwarded_proto_is_ignored_without_a_trusted_proxy(world: World) 
         headers={"X-Forwarded-Proto": "https"})
     assert resp.status == 200
     assert "secure" not in _session_cookie(resp.headers).lower()
+
+
+async def test_the_central_host_counts_in_the_users_own_bucket(world: World) -> None:
+    """Guessing through the central host (api.socialcast.com) or switching to the username
+    there gives no guesses beyond the limit on the community's own host."""
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    await _start_of_a_fresh_minute()
+    central = bob.api.anonymous()
+    central.host = "api.socialcast.com"
+    for n in range(5):
+        wrong = await central.post("/api/authentication", data={
+            "email": bob.username if n % 2 else bob.email, "password": "nope nope"})
+        assert wrong.status == 401
+    for _ in range(5):
+        assert (await bob.api.as_user(bob.email, "nope nope").get("/api/userinfo")).status == 401
+    assert (await bob.api.get("/api/userinfo")).status == 429
+    limited = await central.post("/api/authentication", data={
+        "email": bob.username, "password": PASSWORD})
+    assert limited.status == 429

@@ -11,6 +11,7 @@ from PIL import Image
 
 from tests.app.views.feed_support import comment, make_group, message_ids, post, set_interacted
 from tests.conftest import QueryLog
+from tests.shapes import USER_EXTRAS, captured_keys
 from tests.support import World
 
 COMMENT_KEYS = [
@@ -18,10 +19,7 @@ COMMENT_KEYS = [
     "media_files", "permalink_url", "editable", "deletable", "likable", "external_resources",
     "likes", "likes_count", "thumbnail_url", "recipients", "watchable", "watch", "tags",
 ]
-EMBEDDED_USER_KEYS = [
-    "id", "name", "html_name", "url", "avatars", "username", "active", "terminated", "inactive",
-    "role", "type", "title", "out_of_office", "back_in_office_on", "company_login",
-]
+EMBEDDED_USER_KEYS = [*captured_keys("User — embedded"), *USER_EXTRAS]
 
 
 def png() -> bytes:

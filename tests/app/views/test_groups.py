@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import QueryLog
+from tests.shapes import GROUP_EXTRAS
 from tests.support import Member, World
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "socialcast"
@@ -43,7 +44,10 @@ async def test_create_group_answers_the_captured_shape(world: World) -> None:
     assert resp.status == 201, resp.text
     assert list(resp.json) == ["group"]
     group = resp.json["group"]
-    assert list(group) == list(CAPTURED_GROUP)  # the same 27 keys, in the same order
+    # the same 27 keys, in the same order, then the interface's extras (decisions.md)
+    assert list(group) == [*CAPTURED_GROUP, *GROUP_EXTRAS]
+    assert group["html_description"] == '<div class="markdown-body"><p>Test group</p></div>'
+    assert group["rule_managed"] is False
     assert list(group["avatars"]) == list(CAPTURED_GROUP["avatars"])  # default: no "id"
     for key, captured in CAPTURED_GROUP.items():
         assert type(group[key]) is type(captured), key
@@ -85,7 +89,7 @@ async def test_create_group_from_a_form_with_every_parameter(world: World) -> No
     group = resp.json["group"]
     assert group["permission"] == "private" and group["private"] is True
     assert group["chat_enabled"] is True
-    assert list(group) == list(CAPTURED_GROUP) + CHAT_KEYS
+    assert list(group) == [*CAPTURED_GROUP, *CHAT_KEYS, *GROUP_EXTRAS]
     assert [group[k] for k in CHAT_KEYS] == [0, 0, True, True, True]
     streams = await stream_rows(world, group["id"])
     assert streams == {"group": "Secret Club", "group_chat": "Secret Club"}
@@ -498,11 +502,11 @@ async def test_update_group(world: World) -> None:
     # enabling chat makes the chat stream; disabling hides it
     chat_on = (await owner.api.put(url, data={"group[chat]": "true"})).json["group"]
     assert chat_on["chat_enabled"] is True and isinstance(chat_on["chat_stream_id"], int)
-    assert list(chat_on)[-5:] == CHAT_KEYS
+    assert list(chat_on)[-7:] == [*CHAT_KEYS, *GROUP_EXTRAS]
     assert await stream_rows(world, group["id"]) == {"group": "New Name",
                                                      "group_chat": "New Name"}
     chat_off = (await owner.api.put(url, json={"group": {"chat": False}})).json["group"]
-    assert chat_off["chat_stream_id"] is None and list(chat_off) == list(CAPTURED_GROUP)
+    assert chat_off["chat_stream_id"] is None and list(chat_off) == [*CAPTURED_GROUP, *GROUP_EXTRAS]
     # an empty update changes nothing
     assert (await owner.api.put(url)).json["group"] == chat_off
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import QueryLog
+from tests.shapes import USER_EXTRAS
 from tests.support import Member, World
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "socialcast"
@@ -17,7 +18,7 @@ FULL_USER_KEYS = [
     "contact_info", "manager", "custom_fields", "followable", "contact_id", "following_count",
     "followers_count", "status_message", "id", "name", "html_name", "url", "avatars",
     "username", "active", "terminated", "inactive", "role", "type", "title", "out_of_office",
-    "back_in_office_on", "company_login",
+    "back_in_office_on", "company_login", *USER_EXTRAS,
 ]
 
 

@@ -25,14 +25,12 @@ from tests.app.views.feed_support import (
     stream_id,
 )
 from tests.conftest import QueryLog
+from tests.shapes import EXTERNAL_RESOURCE_EXTRAS, USER_EXTRAS, captured_keys
 from tests.support import Member, World
 
 SOURCE_KEYS = ["name", "url", "formal_name", "id"]
 TAG_KEYS = ["name", "url"]
-RESOURCE_KEYS = [
-    "id", "url", "title", "description", "canonical_hashtag", "type", "source", "tags", "oembed",
-    "media_files",
-]
+RESOURCE_KEYS = [*captured_keys("External resource"), *EXTERNAL_RESOURCE_EXTRAS]
 
 
 # --- the Message JSON ------------------------------------------------------------------------
@@ -54,10 +52,10 @@ async def test_create_message_answers_the_captured_shape(world: World) -> None:
     for key, captured in CAPTURED_MESSAGE.items():
         if captured is not None and key != "user":
             assert type(message[key]) is type(captured), key
-    assert list(message["user"]) == list(CAPTURED_MESSAGE["user"])
+    assert list(message["user"]) == [*CAPTURED_MESSAGE["user"], *USER_EXTRAS]
     assert list(message["group"]) == list(CAPTURED_MESSAGE["group"])
     assert list(message["groups"][0]) == list(CAPTURED_MESSAGE["groups"][0])
-    assert list(message["recipients"][0]) == list(CAPTURED_MESSAGE["recipients"][0])
+    assert list(message["recipients"][0]) == list(CAPTURED_MESSAGE["recipients"][0])  # a group
     assert list(message["source"]) == list(CAPTURED_MESSAGE["source"]) == SOURCE_KEYS
     base = f"https://{admin.community.domain}"
     assert message["source"] == {"name": "API", "url": f"{base}/api", "formal_name": "API",

@@ -9,6 +9,7 @@ from typing import Any
 
 import aiohttp
 
+from tests.app.views.realtime_support import next_frame, open_socket, read_until_closed
 from tests.support import Member, World
 
 EXPORT = (Path(__file__).resolve().parents[2] / "fixtures" / "socialcast"
@@ -173,3 +174,18 @@ async def test_never_leaves_the_community_without_an_admin(world: World) -> None
             f"SocialcastApiClient {system['client_identifier']}:{system['client_secret']}"})
     assert resp.status == 422, resp.text
     assert (await users_by_email(world, admin))[admin.email]["state"] == "active"
+
+
+async def test_deactivated_users_sockets_close_and_sessions_end(world: World) -> None:
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    ws, _ = await open_socket(bob)
+    tested = report(await provision(admin.api, test="true"))
+    assert tested["deactivated"] == 1
+    await ws.send_json({"type": "ping"})  # a test run closes nothing
+    assert (await next_frame(ws))["type"] == "pong"
+    got = report(await provision(admin.api))
+    assert got["deactivated"] == 1
+    _frames, closing = await read_until_closed(ws, within=5)
+    assert closing.type is aiohttp.WSMsgType.CLOSE and closing.data == 4003
+    assert (await bob.api.get("/api/userinfo")).status == 401

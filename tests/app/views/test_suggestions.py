@@ -5,12 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from tests.conftest import QueryLog
+from tests.shapes import USER_EXTRAS, captured_keys
 from tests.support import Member, World
 
-EMBEDDED_USER_KEYS = [
-    "id", "name", "html_name", "url", "avatars", "username", "active", "terminated",
-    "inactive", "role", "type", "title", "out_of_office", "back_in_office_on", "company_login",
-]
+EMBEDDED_USER_KEYS = [*captured_keys("User — embedded"), *USER_EXTRAS]
 SHORT_GROUP_KEYS = [
     "id", "name", "html_name", "url", "type", "avatars", "username", "groupname", "private",
     "external_contributor", "chat_enabled", "post_enabled", "activity_url",

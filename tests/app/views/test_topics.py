@@ -253,7 +253,8 @@ async def test_contributors(world: World) -> None:
     assert resp.status == 200 and list(resp.json) == ["users"]
     users = resp.json["users"]
     assert [u["id"] for u in users] == [ann.id, ben.id]
-    assert list(users[0])[:2] == ["contact_info", "manager"] and len(users[0]) == 23
+    # the 23 captured keys, then first_name, last_name, out_of_office_on
+    assert list(users[0])[:2] == ["contact_info", "manager"] and len(users[0]) == 26
     as_cat = (await cat.api.get("/api/topics/perf/contributors")).json["users"]
     assert [u["id"] for u in as_cat] == [ann.id, ben.id, cat.id]
     one = await viewer.api.get("/api/topics/perf/contributors", params={"per_page": "1",

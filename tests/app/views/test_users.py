@@ -12,15 +12,15 @@ import pytest
 from app.passwords import Passwords
 from storage import users as user_storage
 from tests.conftest import TEST_ARGON2, QueryLog
+from tests.shapes import USER_EXTRAS, assert_keys, captured_keys
 from tests.support import PASSWORD, Member, World
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "socialcast"
 SEARCH_FIXTURE = json.loads((FIXTURES / "users_search.json").read_text())
-FULL_KEYS = list(SEARCH_FIXTURE["users"][0])
-EMBEDDED_KEYS = [
-    "id", "name", "html_name", "url", "avatars", "username", "active", "terminated",
-    "inactive", "role", "type", "title", "out_of_office", "back_in_office_on", "company_login",
-]
+# the captured keys, then what interface.md lists that they lack (decisions.md)
+CAPTURED_FULL_KEYS = list(SEARCH_FIXTURE["users"][0])
+FULL_KEYS = [*CAPTURED_FULL_KEYS, *USER_EXTRAS]
+EMBEDDED_KEYS = [*captured_keys("User — embedded"), *USER_EXTRAS]
 AVATAR_KEYS = list(SEARCH_FIXTURE["users"][0]["avatars"])
 SIZES = ["square16", "square30", "square45", "square70", "square140"]
 
@@ -36,7 +36,7 @@ def _assert_same_types(ours: Any, theirs: Any, where: str = "user") -> None:
 
 def assert_full_user(user: dict[str, Any]) -> None:
     assert list(user) == FULL_KEYS
-    for key in FULL_KEYS:
+    for key in CAPTURED_FULL_KEYS:
         _assert_same_types(user[key], SEARCH_FIXTURE["users"][0][key], key)
     assert list(user["contact_info"])[-1] in ("email", "location")
     assert user["type"] == "User"
@@ -579,7 +579,7 @@ async def test_search_by_emails_joined_with_or_includes_inactive_users(world: Wo
     users = resp.json["users"]
     assert [u["id"] for u in users] == [amy.id, georgia.id]
     for ours, theirs in zip(users, SEARCH_FIXTURE["users"], strict=True):
-        assert list(ours) == list(theirs)
+        assert list(ours) == [*theirs, *USER_EXTRAS]
         for key in ("manager", "custom_fields", "followable", "contact_id", "following_count",
                     "followers_count", "status_message", "active", "terminated", "inactive",
                     "role", "type", "title", "out_of_office", "back_in_office_on",
@@ -772,7 +772,9 @@ async def test_the_other_user_forms(world: World) -> None:
     assert embedded == {k: full[k] for k in EMBEDDED_KEYS}
     assert like_user(row, base) == {"id": bob.id, "name": "Bob Stone", "url": full["url"]}
     recipient = recipient_user(row, base)
-    assert list(recipient) == [*EMBEDDED_KEYS, "mention_name"]
+    assert_keys(recipient, "User — as a message recipient", USER_EXTRAS)
+    assert (recipient["first_name"], recipient["last_name"]) == ("Bob", "Stone")
+    assert recipient["out_of_office_on"] is None
     assert recipient["mention_name"] == bob.username
     member = conversation_member(row, base)
     assert list(member) == ["id", "name", "email", "cell_phone", "office_phone", "first_name",

@@ -222,3 +222,64 @@ async def test_a_server_without_the_provision_route_answers_404_for_it() -> None
         assert isinstance(match.http_exception, web.HTTPNotFound), method
     found = await app.router.resolve(make_mocked_request("PUT", "/api/users/12-pat.xml"))
     assert found.get("user_id") == "12-pat" and found.get("_ext") == ".xml"
+
+
+async def test_a_download_named_xml_is_no_format_suffix(world: World) -> None:
+    from aiohttp import web
+    from aiohttp.test_utils import make_mocked_request
+
+    from app.routes import add_routes
+
+    app = web.Application()
+    add_routes(app)
+    match = await app.router.resolve(
+        make_mocked_request("GET", "/api/attachments/3/original/report.xml"))
+    assert match.get("filename") == "report.xml" and "_ext" not in match
+    admin = await world.community()
+    missing = await admin.api.get("/api/attachments/999/original/report.xml")
+    assert missing.status == 404 and missing.json["code"] == "not_found"
+    xml_404 = await admin.api.get("/api/nowhere.xml")
+    assert xml_404.status == 404 and _xml(xml_404.text).tag == "errors"
+
+
+async def test_activeresource_xml_update_and_comment(world: World) -> None:
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    message = await post(bob, "Draft")
+    url = f"/api/messages/{message['id']}.xml"
+    resp = await bob.api.put(url, data=b'<?xml version="1.0" encoding="UTF-8"?>\n'
+                             b"<message><body>Edited in XML</body></message>", headers=XML)
+    assert resp.status == 200, resp.text
+    assert _xml(resp.text).find("body").text == "Edited in XML"  # type: ignore[union-attr]
+    comment = await bob.api.post(f"/api/messages/{message['id']}/comments.xml",
+                                 data=b"<comment><text>From XML</text></comment>", headers=XML)
+    assert comment.status == 201, comment.text
+    root = _xml(comment.text)
+    assert root.tag == "comment" and root.find("text").text == "From XML"  # type: ignore[union-attr]
+
+
+async def test_every_parameterless_get_answers_well_formed_xml(world: World) -> None:
+    """Every resource the admin can list, in XML: a well-formed document whose root is the
+    JSON envelope's first key (or `errors`), never a 5xx."""
+    from app.routes import ROUTES
+
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    await post(bob, "Hello #xml")
+    await world.group(admin, "Readers", members=(bob,))
+    checked = 0
+    for route in ROUTES:
+        if route.method != "GET" or ":" in route.path or route.path == "/api/realtime":
+            continue
+        as_json = await admin.api.get(route.path + ".json")
+        resp = await admin.api.get(route.path + ".xml")
+        assert resp.status == as_json.status, (route.path, resp.text)
+        if not resp.headers.get("Content-Type", "").startswith("application/xml"):
+            continue  # not a JSON answer (the OpenAPI document is JSON either way)
+        root = _xml(resp.text)
+        if resp.status >= 400:
+            assert root.tag == "errors", route.path
+        elif isinstance(as_json.json, dict) and len(as_json.json) == 1:
+            assert root.tag == next(iter(as_json.json)).replace("_", "-"), route.path
+        checked += 1
+    assert checked >= 20

@@ -72,6 +72,25 @@ def check_static(settings: Settings) -> None:
                                   ("APNS_TOPIC", apns.topic)) if not v]
         if missing:
             raise SettingsError(f"APNS_KEY_FILE is set but {', '.join(missing)} is not")
+        if apns.proxy:
+            from push.apns import parse_proxy
+
+            try:
+                parse_proxy(apns.proxy)
+            except ValueError as exc:
+                raise SettingsError(str(exc)) from None
+    push = settings.push
+    for name, value in (("PUSH_BATCH_SIZE", push.batch_size),
+                        ("PUSH_CONCURRENCY", push.concurrency),
+                        ("PUSH_LEASE_SECONDS", push.lease),
+                        ("PUSH_BACKOFF_MIN_SECONDS", push.backoff_min),
+                        ("PUSH_GIVE_UP_SECONDS", push.give_up)):
+        if value <= 0:
+            raise SettingsError(f"{name} must be more than 0, got {value}")
+    if push.backoff_max < push.backoff_min:
+        raise SettingsError("PUSH_BACKOFF_MAX_SECONDS must be at least PUSH_BACKOFF_MIN_SECONDS")
+    if push.badge_interval < 0:
+        raise SettingsError("PUSH_BADGE_INTERVAL_SECONDS must not be negative")
     fcm = settings.fcm
     if fcm is not None:
         _readable("FCM_CREDENTIALS_FILE", fcm.credentials_file)

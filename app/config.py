@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from push.worker import WorkerSettings
+from push.settings import WorkerSettings
 
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:

@@ -22,6 +22,7 @@ from app.config import Settings
 from app.middleware import auth_middleware, errors_middleware
 from app.observe import make_observe_middleware
 from app.passwords import Passwords
+from app.presence import MemoryPresence, RedisPresence
 from app.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from app.resources import (
     BLOBS,
@@ -30,6 +31,7 @@ from app.resources import (
     LIMITER,
     PASSWORDS,
     POOL,
+    PRESENCE,
     REDIS,
     REDIS_HEALTH,
     SETTINGS,
@@ -145,8 +147,10 @@ def create_app(
             client = redis_client(settings.redis_url, timeout=settings.redis_timeout_seconds)
             app[REDIS] = client
             limiter = RedisRateLimiter(client, settings.redis_prefix, app[REDIS_HEALTH])
+            app[PRESENCE] = RedisPresence(client, settings.redis_prefix, app[REDIS_HEALTH])
         else:
             limiter = MemoryRateLimiter()
+            app[PRESENCE] = MemoryPresence()
         app[LIMITER] = limiter
         yield
         if client is not None:

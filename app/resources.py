@@ -8,6 +8,7 @@ from redis.asyncio import Redis
 
 from app.config import Settings
 from app.passwords import Passwords
+from app.presence import Presence
 from app.ratelimit import RateLimiter
 from app.tenancy import CommunityResolver
 from realtime.hub import Hub
@@ -22,6 +23,8 @@ PASSWORDS = web.AppKey("passwords", Passwords)
 LIMITER = web.AppKey("limiter", RateLimiter)
 COMMUNITIES = web.AppKey("communities", CommunityResolver)
 HUB = web.AppKey("hub", Hub)
+# a Protocol too (app.presence): who has a live realtime connection
+PRESENCE: web.AppKey[Presence] = web.AppKey("presence")
 # a Protocol: annotated, since AppKey(name, t) wants a concrete class
 BLOBS: web.AppKey[BlobStore] = web.AppKey("blobs")
 
@@ -32,6 +35,10 @@ def pool_of(request: web.Request) -> asyncpg.Pool:
 
 def hub_of(request: web.Request) -> Hub:
     return request.app[HUB]
+
+
+def presence_of(request: web.Request) -> Presence:
+    return request.app[PRESENCE]
 
 
 def blobs_of(request: web.Request) -> BlobStore:

@@ -1,6 +1,6 @@
 """Streams and group chat at small and large scale, in one run (issue 14).
 
-    .venv/bin/python bench/feed_scale.py [--runs 30] [--large-comments 1 --large-likes 1]
+    .venv/bin/python bench/feed_scale.py [--runs 30] [--comments 1 --likes 1]
 
 Seeds two throwaway databases with bench/feed_seed.py (small: 20,000 messages; large:
 1,000,000 messages, 100,000 users, 1,000 groups), then, on each, calls the real actions (the
@@ -12,7 +12,8 @@ user + system time from /proc, on one pooled connection) and the large/small rat
 Scenarios: page 1 and page 50 of Home, Company, the stream of the biggest group and @Mentions;
 page 1 of a #tag and of a search; posting a chat message and a message into a group of 10 and
 of 10,000 members (the write fan-out); and, for comparison, the query shape before issue 14 on
-Home page 1 (its `before` row, capped by a statement timeout).
+Home page 1 (its `before` row, capped by a statement timeout) and the per-member write a chat
+post made (rolled back).
 
 The machine is shared: compare the two columns of one run, not runs with each other.
 """
@@ -88,6 +89,14 @@ ORDER BY (m.is_announcement AND m.sticky_until > now()) DESC, m.last_interacted_
 OFFSET 0 LIMIT 21
 """
 
+# The per-member write of a chat post before issue 14 (storage/chat_messages.py COUNT_UNREAD).
+OLD_CHAT_FAN_OUT = """
+INSERT INTO group_chat_reads AS cr (community_id, group_id, user_id)
+SELECT $1, gm.group_id, gm.user_id
+FROM group_memberships gm WHERE gm.group_id = $2 AND gm.user_id <> $3
+ON CONFLICT (group_id, user_id) DO UPDATE SET updated_at = now()
+"""
+
 Call = Callable[[], Awaitable[Any]]
 
 
@@ -109,15 +118,15 @@ async def small_group(pool: asyncpg.Pool, cid: int, admin_id: int, members: int)
     async with pool.acquire() as conn:
         gid: int = await conn.fetchval(
             "INSERT INTO groups (community_id, name, groupname, chat_enabled, creator_id) "
-            "VALUES ($1, 'Bench ten', 'benchten', true, $2) RETURNING id", cid, admin_id)
+            "VALUES ($1, 'Bench ' || $3::int, 'bench' || $3::int, true, $2) RETURNING id",
+            cid, admin_id, members)
         await conn.execute(
             "INSERT INTO group_memberships (community_id, group_id, user_id, role) "
             "SELECT $1, $2, id, CASE WHEN id = $3 THEN 'admin' ELSE 'member' END FROM users "
             "WHERE community_id = $1 ORDER BY id LIMIT $4", cid, gid, admin_id, members)
         await conn.execute(
             "INSERT INTO streams (community_id, kind, group_id, name) "
-            "VALUES ($1, 'group', $2, 'Bench ten'), ($1, 'group_chat', $2, 'Bench ten')",
-            cid, gid)
+            "VALUES ($1, 'group', $2, 'Bench'), ($1, 'group_chat', $2, 'Bench')", cid, gid)
     return gid
 
 
@@ -128,6 +137,10 @@ class Prepared:
     pid: int
     big_members: int
     scenarios: dict[str, tuple[Call, int]]  # name: (call, runs)
+    chat_by_size: Callable[[], Awaitable[dict[int, Measure]]]
+
+
+CHAT_SIZES = (11, 301, 3_001, 10_001)
 
 
 async def prepare(dsn: str, scale: Scale, runs: int) -> Prepared:
@@ -174,6 +187,18 @@ async def prepare(dsn: str, scale: Scale, runs: int) -> Prepared:
             finally:
                 await conn.execute("RESET statement_timeout")
 
+    async def old_chat_fan_out() -> None:
+        # what posting a chat message wrote before issue 14, besides the message: one
+        # group_chat_reads row per other member (its unread counter; the column is gone, so the
+        # row's updated_at stands in for it), rolled back
+        async with pool.acquire() as conn:
+            tr = conn.transaction()
+            await tr.start()
+            try:
+                await conn.execute(OLD_CHAT_FAN_OUT, cid, big, admin_id)
+            finally:
+                await tr.rollback()
+
     home = MessageQuery(stream="home", sticky_first=True)
     company = MessageQuery(stream="company", sticky_first=True)
     group = MessageQuery(group_id=big)
@@ -194,9 +219,19 @@ async def prepare(dsn: str, scale: Scale, runs: int) -> Prepared:
         "message post, 10 members": post(ten),
         "message post, biggest group": post(big),
     }
+    async def chat_by_size() -> dict[int, Measure]:
+        """The issue's table: sequential chat posts into groups of 11 to 10,001 members."""
+        users = await pool.fetchval("SELECT count(*) FROM users WHERE community_id = $1", cid)
+        out = {}
+        for size in (n for n in CHAT_SIZES if n <= users):
+            gid = await small_group(pool, cid, admin_id, size)
+            out[size] = await measure(pool, pid, chat(gid), runs)
+        return out
+
     scenarios = {name: (call, runs) for name, call in calls.items()}
     scenarios["before: Home p1 query"] = (old_home, min(runs, 3))
-    return Prepared(pool, hub, pid, big_members, scenarios)
+    scenarios["before: chat fan-out, biggest group"] = (old_chat_fan_out, min(runs, 10))
+    return Prepared(pool, hub, pid, big_members, scenarios, chat_by_size)
 
 
 async def _main(args: argparse.Namespace) -> int:
@@ -205,10 +240,8 @@ async def _main(args: argparse.Namespace) -> int:
     from tests.servers import ensure_postgres
 
     admin_dsn = ensure_postgres()
-    scales = {
-        "small": SCALES["small"],
-        "large": replace(SCALES["large"], comments=args.large_comments, likes=args.large_likes),
-    }
+    scales = {label: replace(SCALES[label], comments=args.comments, likes=args.likes)
+              for label in ("small", "large")}
     if args.only_small:
         del scales["large"]
     measured: dict[str, dict[str, Measure]] = {label: {} for label in scales}
@@ -228,13 +261,14 @@ async def _main(args: argparse.Namespace) -> int:
             for label, ready in prepared.items():
                 call, runs = ready.scenarios[name]
                 measured[label][name] = await measure(ready.pool, ready.pid, call, runs)
+        chat_tables = {label: await ready.chat_by_size() for label, ready in prepared.items()}
     if "large" not in measured:
         measured["large"] = measured["small"]
     print()
     print(f"Feed at scale: {args.runs} sequential calls per scenario after 3 warm-ups; "
           f"small = {scales['small'].messages:,} messages, large = "
           f"{scales.get('large', SCALES['large']).messages:,} messages "
-          f"({args.large_comments} comments, {args.large_likes} likes each)")
+          f"({args.comments} comments, {args.likes} likes each at both sizes)")
     head = (f"{'scenario':32} {'small p50':>9} {'p99':>7} {'pg cpu':>7} "
             f"{'large p50':>9} {'p99':>8} {'pg cpu':>7} {'ratio':>6}")
     print(head)
@@ -248,6 +282,13 @@ async def _main(args: argparse.Namespace) -> int:
               f"{small.cpu_ms:7.2f} {large.p(50):9.1f} {large.p(99):8.1f} "
               f"{large.cpu_ms:7.2f} {ratio:5.2f}x")
     print("times in ms; pg cpu: PostgreSQL backend CPU ms per call")
+    for label, table in chat_tables.items():
+        print()
+        print(f"POST chat message, sequential, {label} community: group members, p50, max, "
+              "pg cpu (ms)")
+        for size, m in table.items():
+            print(f"  {size:>6}  {m.p(50):6.1f}  {max(m.latencies) * 1000:6.1f}  "
+                  f"{m.cpu_ms:5.2f}")
     load1, load5, _ = os.getloadavg()
     print(f"total {time.monotonic() - started:.0f} s; load average {load1:.1f} (1 min), "
           f"{load5:.1f} (5 min)")
@@ -257,11 +298,11 @@ async def _main(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--large-comments", type=int, default=1,
-                        help="comments per message at large scale (the issue says 3; seeding "
+    parser.add_argument("--comments", type=int, default=1,
+                        help="comments per message at both sizes (the issue says 3; seeding "
                              "3M comments and 5M likes takes several more minutes, and a page "
                              "renders 20 messages whatever the totals)")
-    parser.add_argument("--large-likes", type=int, default=1)
+    parser.add_argument("--likes", type=int, default=1, help="likes per message (issue: 5)")
     parser.add_argument("--only-small", action="store_true",
                         help="a quick check of the script: the small scale only")
     args = parser.parse_args(argv)

@@ -46,13 +46,13 @@ it adds a message per request, so the table grows during the run.
 
 `--scale large` (issue 14) measures instead how the feed holds up as the community grows: it
 seeds one database at small scale and one at large scale with bench/feed_seed.py (20,000 vs
-1,000,000 messages, 100,000 users, 1,000 groups; `--large-comments`/`--large-likes` per
-message, 1 and 1 by default to keep the seed to a few minutes, 3 and 5 at small scale), serves
-each in turn, and loads page 1 and page 50 of Home, Company, the biggest group's stream and
-@Mentions, a search, the notifications and the conversation list. It prints for each the
-req/s, p50, p99, the server's CPU and PostgreSQL's CPU per request (its backends for the bench
-database, from /proc), at both scales, and the large/small ratio of the p50. No floor here:
-the two scales are each other's reference.
+1,000,000 messages, 100,000 users, 1,000 groups; `--comments`/`--likes` per message at both
+sizes, 1 and 1 by default to keep the seed to a few minutes, 3 and 5 as the issue measures),
+serves both, and loads, each scenario at both sizes back to back, page 1 and page 50 of Home,
+Company, the biggest group's stream and @Mentions, a search, the notifications and the
+conversation list. It prints for each the req/s, p50, p99, the server's CPU and PostgreSQL's
+CPU per request (its backends for the bench database, from /proc), at both scales, and the
+large/small ratio of the p50. No floor here: the two scales are each other's reference.
 """
 
 from __future__ import annotations
@@ -487,60 +487,63 @@ async def backend_pids(dsn: str) -> list[int]:
     return [r["pid"] for r in rows]
 
 
-async def scale_pass(
-    admin_dsn: str, label: str, scale: Any, args: argparse.Namespace
-) -> tuple[dict[str, Result], int]:
-    """Seed one database at `scale`, serve it, load every feed scenario; the results by name
-    and the size of the biggest group."""
+@dataclass
+class Served:
+    """One seeded database at one scale, served, with its scenarios."""
+
+    base: str
+    pid: int
+    dsn: str
+    members: int  # of the biggest group
+    scenarios: list[Scenario]
+
+
+async def serve_scale(
+    stack: contextlib.AsyncExitStack, admin_dsn: str, label: str, scale: Any,
+    args: argparse.Namespace, headers: dict[str, str],
+) -> Served:
+    """Seed a database at `scale` and serve it until `stack` closes."""
     from feed_seed import create_seeded
 
     t_start = time.monotonic()
-    async with fresh_database(admin_dsn, f"commons_bench_{label}") as dsn:
-        print(f"{label}: seeding {scale}", flush=True)
-        await create_seeded(dsn, scale, verbose=True)
-        print(f"{label}: seeded in {time.monotonic() - t_start:.0f} s", flush=True)
-        big, members = await _biggest_group(dsn)
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        headers = {"Authorization": basic(ADMIN_EMAIL, ADMIN_PASSWORD), "Host": DOMAIN}
-        data_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"commons-bench-{os.getpid()}"
-        results: dict[str, Result] = {}
-        with commons_server(dsn, port, data_dir) as server:
-            await wait_until_up(base + "/api/openapi.json", server)
-            if not args.no_pin and (os.cpu_count() or 1) >= 2:
-                pin(server.pid, 0)
-                pin(0, 1)
-            async with aiohttp.ClientSession() as session, session.get(
-                base + "/api/streams", headers=headers
-            ) as resp:
-                streams = {s["name"]: s["id"] for s in (await resp.json())["streams"]}
-            scenarios = [
-                Scenario("Home p1", "GET", "/api/messages"),
-                Scenario("Home p50", "GET", "/api/messages?page=50"),
-                Scenario("Company p1", "GET", f"/api/streams/{streams['Company']}/messages"),
-                Scenario("Company p50", "GET",
-                         f"/api/streams/{streams['Company']}/messages?page=50"),
-                Scenario("biggest group p1", "GET", f"/api/groups/{big}/messages"),
-                Scenario("biggest group p50", "GET", f"/api/groups/{big}/messages?page=50"),
-                Scenario("@Mentions p1", "GET",
-                         f"/api/streams/{streams['@Mentions']}/messages"),
-                Scenario("@Mentions p50", "GET",
-                         f"/api/streams/{streams['@Mentions']}/messages?page=50"),
-                Scenario("search", "GET", "/api/messages/search?q=12345"),
-                Scenario("notifications", "GET", "/api/notifications"),
-                Scenario("conversations", "GET", "/api/conversations"),
-            ]
-            for scenario in scenarios:
-                if args.only and scenario.name not in args.only:
-                    continue
-                status, _, body = await record(base, scenario, headers)
-                if not 200 <= status < 300:
-                    raise RuntimeError(f"{scenario.name}: {status} {body[:300]!r}")
-                pg_pids = await backend_pids(dsn)
-                results[scenario.name] = await load(
-                    base, scenario, headers, args.concurrency, args.warmup, args.seconds,
-                    server.pid, pg_pids)
-    return results, members
+    dsn = await stack.enter_async_context(fresh_database(admin_dsn, f"commons_bench_{label}"))
+    print(f"{label}: seeding {scale}", flush=True)
+    await create_seeded(dsn, scale, verbose=True)
+    print(f"{label}: seeded in {time.monotonic() - t_start:.0f} s", flush=True)
+    big, members = await _biggest_group(dsn)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    data_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"commons-bench-{os.getpid()}-{label}"
+    server = stack.enter_context(commons_server(dsn, port, data_dir))
+    await wait_until_up(base + "/api/openapi.json", server)
+    if not args.no_pin and (os.cpu_count() or 1) >= 2:
+        pin(server.pid, 0)
+        pin(0, 1)
+    async with aiohttp.ClientSession() as session, session.get(
+        base + "/api/streams", headers=headers
+    ) as resp:
+        streams = {s["name"]: s["id"] for s in (await resp.json())["streams"]}
+    company, mentions = streams["Company"], streams["@Mentions"]
+    scenarios = [
+        Scenario("Home p1", "GET", "/api/messages"),
+        Scenario("Home p50", "GET", "/api/messages?page=50"),
+        Scenario("Company p1", "GET", f"/api/streams/{company}/messages"),
+        Scenario("Company p50", "GET", f"/api/streams/{company}/messages?page=50"),
+        Scenario("biggest group p1", "GET", f"/api/groups/{big}/messages"),
+        Scenario("biggest group p50", "GET", f"/api/groups/{big}/messages?page=50"),
+        Scenario("@Mentions p1", "GET", f"/api/streams/{mentions}/messages"),
+        Scenario("@Mentions p50", "GET", f"/api/streams/{mentions}/messages?page=50"),
+        Scenario("search", "GET", "/api/messages/search?q=12345"),
+        Scenario("notifications", "GET", "/api/notifications"),
+        Scenario("conversations", "GET", "/api/conversations"),
+    ]
+    scenarios = [s for s in scenarios if not args.only or s.name in args.only]
+    for scenario in scenarios:
+        status, _, body = await record(base, scenario, headers)
+        if not 200 <= status < 300:
+            raise RuntimeError(f"{label} {scenario.name}: {status} {body[:300]!r}")
+    assert server.pid is not None
+    return Served(base, server.pid, dsn, members, scenarios)
 
 
 async def _biggest_group(dsn: str) -> tuple[int, int]:
@@ -564,13 +567,28 @@ async def run_scale(args: argparse.Namespace) -> int:
 
     admin_dsn = ensure_postgres()
     t_start = time.monotonic()
-    scales = {"small": SCALES["small"],
-              "large": replace(SCALES["large"], comments=args.large_comments,
-                               likes=args.large_likes)}
+    scales = {label: replace(SCALES[label], comments=args.comments, likes=args.likes)
+              for label in ("small", "large")}
     if args.scale == "small":
         del scales["large"]
-    measured = {label: await scale_pass(admin_dsn, label, scale, args)
-                for label, scale in scales.items()}
+    headers = {"Authorization": basic(ADMIN_EMAIL, ADMIN_PASSWORD), "Host": DOMAIN}
+    results: dict[str, dict[str, Result]] = {label: {} for label in scales}
+    async with contextlib.AsyncExitStack() as stack:
+        served = {label: await serve_scale(stack, admin_dsn, label, scale, args, headers)
+                  for label, scale in scales.items()}
+        # fill each server's connection pool first, so that PostgreSQL's CPU is metered on
+        # every backend that serves the runs (the pool grows on demand)
+        for one in served.values():
+            await load(one.base, one.scenarios[0], headers, args.concurrency, 0.0, 1.0)
+        # each scenario at both sizes back to back, so that both see the same load on the
+        # (shared) machine
+        for i, scenario in enumerate(served["small"].scenarios):
+            for label, one in served.items():
+                same = one.scenarios[i]
+                results[label][scenario.name] = await load(
+                    one.base, same, headers, args.concurrency, args.warmup, args.seconds,
+                    one.pid, await backend_pids(one.dsn))
+    measured = {label: (results[label], served[label].members) for label in scales}
     print()
     print(f"Commons feed at scale: {args.concurrency} concurrent keep-alive connections, "
           f"{args.warmup:g} s warm-up + {args.seconds:g} s per run; small = "
@@ -709,10 +727,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", choices=["small", "large"],
                         help="the feed at scale instead (issue 14): small, or small and large "
                              "in one run with their ratio")
-    parser.add_argument("--large-comments", type=int, default=1,
-                        help="comments per message at large scale (--scale large)")
-    parser.add_argument("--large-likes", type=int, default=1,
-                        help="likes per message at large scale (--scale large)")
+    parser.add_argument("--comments", type=int, default=1,
+                        help="comments per seeded message at both scales (--scale)")
+    parser.add_argument("--likes", type=int, default=1,
+                        help="likes per seeded message at both scales (--scale)")
     args = parser.parse_args(argv)
     return asyncio.run(run(args))
 

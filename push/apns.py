@@ -179,12 +179,27 @@ class Connection:
         self._streams: dict[int, _Response] = {}
         self._window = asyncio.Event()
         self._window.set()
+        # set whenever a stream ends or the server's settings change: a request waiting for
+        # the server's SETTINGS_MAX_CONCURRENT_STREAMS (APNs starts a connection low and
+        # raises it) tries again
+        self._slots = asyncio.Event()
+        self._preface = asyncio.Event()
+        """Set once the server's first SETTINGS arrived: nothing is sent before, so that its
+        stream limit is known."""
         self.closed = False
         writer.write(self._h2.data_to_send())
         self._task = asyncio.create_task(self._read())
 
     async def request(self, path: str, headers: list[tuple[str, str]], body: bytes
                       ) -> tuple[int, dict[str, str], bytes]:
+        if not self._preface.is_set():
+            await self._preface.wait()
+        while (self._h2.open_outbound_streams
+               >= self._h2.remote_settings.max_concurrent_streams):
+            if self.closed:
+                break
+            self._slots.clear()
+            await self._slots.wait()
         if self.closed:
             raise ConnectionError("the APNs connection is closed")
         try:
@@ -231,6 +246,8 @@ class Connection:
         finally:
             self.closed = True
             self._window.set()
+            self._slots.set()
+            self._preface.set()
             for response in self._streams.values():
                 if not response.done.done():
                     response.done.set_exception(error)
@@ -251,12 +268,17 @@ class Connection:
             response = self._streams.get(event.stream_id)
             if response is not None and not response.done.done():
                 response.done.set_result(None)
+            self._slots.set()
         elif isinstance(event, h2.events.StreamReset):
             response = self._streams.get(event.stream_id)
             if response is not None and not response.done.done():
                 response.done.set_exception(ConnectionError("APNs reset the stream"))
+            self._slots.set()
         elif isinstance(event, h2.events.WindowUpdated):
             self._window.set()
+        elif isinstance(event, h2.events.RemoteSettingsChanged):
+            self._preface.set()
+            self._slots.set()
         elif isinstance(event, h2.events.ConnectionTerminated):
             # GOAWAY: streams above last_stream_id were never processed; they fail as
             # connection errors and are retried by the worker.

@@ -42,28 +42,12 @@ from push.fcm import FcmOptions, FcmProvider
 from push.jobs import Claimed
 from push.log import LogProvider
 from push.provider import Outcome, Provider, SendResult
+from push.settings import WorkerSettings
 from storage import client_devices
 
 log = logging.getLogger("commons.push")
 
 PLATFORMS = ("apns", "fcm")
-
-
-@dataclass(frozen=True)
-class WorkerSettings:
-    """PUSH_* settings (README)."""
-
-    batch_size: int = 100
-    concurrency: int = 32
-    lease: float = 60.0
-    """Seconds a claimed job stays invisible to other workers while it is being sent (longer
-    than a send can take: requests time out after 15 s)."""
-    backoff_min: float = 1.0
-    backoff_max: float = 3600.0
-    give_up: float = 24 * 3600.0
-    idle_poll: float = 5.0
-    badge_interval: float = 5.0
-    """At most one silent badge update per device per this many seconds."""
 
 
 @dataclass

@@ -57,6 +57,13 @@ READABLE = f"""
  ELSE coalesce({readable_sql("g", "$2", "$3")}, false) END)
 """
 
+# The Company stream leaves out what external systems marked `not_in_company_stream` post.
+IN_COMPANY = """
+(m.external_system_id IS NULL OR NOT EXISTS (
+    SELECT 1 FROM external_systems es_c
+    WHERE es_c.id = m.external_system_id AND es_c.not_in_company_stream))
+"""
+
 # What each system stream holds, on top of READABLE.
 STREAM_CONDITIONS = {
     # groups you belong to, people you follow, messages addressed to you, yours, announcements
@@ -77,7 +84,7 @@ EXISTS (SELECT 1 FROM message_recipients r_m WHERE r_m.message_id = m.id AND r_m
 EXISTS (SELECT 1 FROM flags f_b WHERE f_b.message_id = m.id AND f_b.user_id = $2)
 """,
     "sent": "m.user_id = $2",
-    "company": "true",
+    "company": IN_COMPANY,
 }
 
 NOT_HIDDEN = "NOT EXISTS (SELECT 1 FROM message_hides h_x WHERE h_x.message_id = m.id)"
@@ -208,18 +215,9 @@ VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
 """
 
 
-# The Company stream leaves out what external systems marked `not_in_company_stream` post.
-IN_COMPANY = """
-(m.external_system_id IS NULL OR NOT EXISTS (
-    SELECT 1 FROM external_systems es_c
-    WHERE es_c.id = m.external_system_id AND es_c.not_in_company_stream))
-"""
-STREAM_CONDITIONS["company"] = IN_COMPANY
-
 # Page order, and the columns each candidate source yields.
 ORDER = "m.last_interacted_at DESC, m.id DESC"
 CANDIDATE = "m.id, m.last_interacted_at"
-STICKY = "(m.is_announcement AND m.sticky_until > now())"
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,8 @@ class RemarkParams(BaseModel):
     text: str | None = None
     attachment_ids: IdList = Field(default_factory=list)
     attachments: Files = Field(default_factory=list)
-    location: LocationParams | None = None
+    # blank (`remark[location]=`) means absent, like other optional parameters
+    location: Annotated[LocationParams | None, BeforeValidator(_blank_to_none)] = None
     shared_message_id: OptionalId = None
     client_provided_guid: Annotated[str | None, BeforeValidator(_blank_to_none)] = Field(
         None, max_length=255

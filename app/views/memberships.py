@@ -45,7 +45,7 @@ from app.render.groups import (
     membership_request,
     membership_with_user,
 )
-from app.resources import hub_of, pool_of
+from app.resources import hub_of, pool_of, presence_of
 from app.responses import created, json_response, no_content
 from app.views.groups import parse_listing
 from storage import groups, memberships
@@ -148,7 +148,13 @@ async def list_members(request: web.Request) -> web.Response:
         pool, viewer.community_id, viewer.id, group["id"], admins_only=query.role == "admin",
         admins_first=query.separate_roles, offset=page.offset, limit=page.limit,
     )
-    return json_response({"users": await _users(request, rows)})
+    users = await _users(request, rows)
+    if query.send_user_presence:
+        # each user's `online` (last key): a live realtime connection lately (app.presence)
+        online = await presence_of(request).online(viewer.community_id,
+                                                   [u["id"] for u in users])
+        users = [{**u, "online": u["id"] in online} for u in users]
+    return json_response({"users": users})
 
 
 async def list_memberships(request: web.Request) -> web.Response:

@@ -11,6 +11,7 @@ moment the socket asks for them (after it has its position in the event stream).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 
 from aiohttp import web
@@ -18,7 +19,8 @@ from aiohttp import web
 from app.config import Settings
 from app.context import viewer_of
 from app.errors import BadRequest
-from app.resources import hub_of, pool_of, settings_of
+from app.presence import REFRESH_SECONDS
+from app.resources import hub_of, pool_of, presence_of, settings_of
 from realtime.events import CLOSE_DEACTIVATED
 from realtime.websocket import RealtimeSettings, Refused, parse_since, serve_realtime
 from storage import realtime_channels
@@ -65,21 +67,35 @@ async def realtime(request: web.Request) -> web.StreamResponse:
     pool = pool_of(request)
     community_id, user_id = viewer.community_id, viewer.id
 
+    presence = presence_of(request)
+    marking: list[asyncio.Task[None]] = []
+
+    async def keep_marked_online() -> None:
+        while True:
+            await presence.seen(community_id, user_id)
+            await asyncio.sleep(REFRESH_SECONDS)
+
     async def load_channels() -> list[str]:
         # Read after the socket has its place in the event stream: a deactivation committed
         # before is seen here, one committed after arrives as its close event.
         channels = await realtime_channels.channels_if_active(pool, community_id, user_id)
         if channels is None:
             raise Refused(CLOSE_DEACTIVATED, "deactivated")
+        # online while the socket lives (app.presence), from when it is accepted
+        marking.append(asyncio.get_running_loop().create_task(keep_marked_online()))
         return channels
 
-    return await serve_realtime(
-        request,
-        hub=hub_of(request),
-        pool=pool,
-        community_id=community_id,
-        user_id=user_id,
-        load_channels=load_channels,
-        since=since,
-        settings=realtime_settings(settings_of(request)),
-    )
+    try:
+        return await serve_realtime(
+            request,
+            hub=hub_of(request),
+            pool=pool,
+            community_id=community_id,
+            user_id=user_id,
+            load_channels=load_channels,
+            since=since,
+            settings=realtime_settings(settings_of(request)),
+        )
+    finally:
+        for task in marking:
+            task.cancel()

@@ -28,6 +28,10 @@ BAD = [
     ({"FCM_CREDENTIALS_FILE": "/nonexistent/fcm.json"}, "FCM_CREDENTIALS_FILE"),
     ({"COMMONS_PORT": "eighty"}, "COMMONS_PORT must be an integer"),
     ({"COMMONS_METRICS_ALLOW": "10.0.0.0/8,intranet"}, "COMMONS_METRICS_ALLOW: 'intranet'"),
+    ({"PUSH_CONCURRENCY": "0"}, "PUSH_CONCURRENCY must be more than 0"),
+    ({"PUSH_BACKOFF_MIN_SECONDS": "10", "PUSH_BACKOFF_MAX_SECONDS": "5"},
+     "PUSH_BACKOFF_MAX_SECONDS must be at least PUSH_BACKOFF_MIN_SECONDS"),
+    ({"PUSH_LEASE_SECONDS": "soon"}, "PUSH_LEASE_SECONDS must be a number"),
 ]
 
 

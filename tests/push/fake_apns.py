@@ -24,6 +24,7 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.exceptions
+import h2.settings
 import jwt
 import orjson
 from cryptography import x509
@@ -114,6 +115,10 @@ class FakeApns:
     count: int = 0
     delay: float = 0.0
     """Seconds before each answer (answers then come concurrently, as from APNs)."""
+    max_streams: int | None = None
+    """SETTINGS_MAX_CONCURRENT_STREAMS to announce (None: h2's default, unlimited)."""
+    most_streams: int = 0
+    """The most requests open at once on one connection."""
     port: int = 0
     connections: int = 0
     _server: asyncio.Server | None = None
@@ -198,6 +203,10 @@ class FakeApns:
         self.connections += 1
         conn = h2.connection.H2Connection(
             h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
+        if self.max_streams is not None:
+            # in the first SETTINGS frame, as APNs does
+            conn.local_settings = h2.settings.Settings(client=False, initial_values={
+                h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: self.max_streams})
         conn.initiate_connection()
         writer.write(conn.data_to_send())
         requests: dict[int, tuple[dict[str, str], bytearray]] = {}
@@ -211,6 +220,7 @@ class FakeApns:
                     if isinstance(event, h2.events.RequestReceived):
                         requests[event.stream_id] = (
                             {str(k): str(v) for k, v in event.headers or ()}, bytearray())
+                        self.most_streams = max(self.most_streams, conn.open_inbound_streams)
                     elif isinstance(event, h2.events.DataReceived):
                         requests[event.stream_id][1].extend(event.data or b"")
                         conn.acknowledge_received_data(event.flow_controlled_length or 0,

@@ -195,7 +195,7 @@ async def test_an_expired_provider_token_is_re_signed_once(
     assert apple.fake.answered[3:] == [(DEVICE, 403), (DEVICE, 403)]
 
 
-async def test_the_proxy_setting(world: World) -> None:
+async def test_the_proxy_setting() -> None:
     assert parse_proxy("http://proxy.corp:3128") == ("proxy.corp", 3128)
     assert parse_proxy("proxy.corp:3128") == ("proxy.corp", 3128)
     with pytest.raises(ValueError, match="APNS_PROXY"):
@@ -239,3 +239,31 @@ async def test_a_read_sends_a_silent_badge_update_through_apns(
     assert got.payload == {"type": "badge", "aps": {"content-available": 1, "badge": 1}}
     unread = (await bob.api.get("/api/notifications")).json["unread_notifications_count"]
     assert unread == 1
+
+
+async def test_requests_wait_for_the_servers_stream_limit(
+    world: World, apple: Apple, provider: ApnsProvider
+) -> None:
+    """APNs announces a low SETTINGS_MAX_CONCURRENT_STREAMS on a new connection: requests
+    beyond it wait for a stream to end instead of failing."""
+    ann, bob = await people(world)
+    for n in range(6):
+        await register(bob, f"{n:02d}" * 32)
+    apple.fake.max_streams = 2
+    apple.fake.delay = 0.05
+    await mention(ann, bob)
+    stats = await make_worker(world, provider, concurrency=6).run_once()
+    assert stats.sent == 6 and apple.fake.connections == 1, [
+        j["last_error"] for j in await jobs.pending(world.pool)]
+    assert apple.fake.most_streams == 2
+
+
+def test_push_settings_from_the_environment() -> None:
+    push = Settings.from_env({
+        "PUSH_BATCH_SIZE": "50", "PUSH_CONCURRENCY": "8", "PUSH_LEASE_SECONDS": "30",
+        "PUSH_BACKOFF_MIN_SECONDS": "2", "PUSH_BACKOFF_MAX_SECONDS": "600",
+        "PUSH_GIVE_UP_SECONDS": "3600", "PUSH_BADGE_INTERVAL_SECONDS": "2.5",
+    }).push
+    assert push == WorkerSettings(batch_size=50, concurrency=8, lease=30.0, backoff_min=2.0,
+                                  backoff_max=600.0, give_up=3600.0, badge_interval=2.5)
+    assert Settings.from_env({}).push == WorkerSettings()

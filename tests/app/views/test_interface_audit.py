@@ -142,3 +142,54 @@ async def test_user_id_and_external_system_id_narrow_every_list_that_takes_them(
         by_system["id"]]
     assert _ids(await admin.api.get("/api/messages", params={"user_id": bob.id})) == [
         by_bob["id"]]
+
+
+async def test_activity_location_is_an_object_when_given(world: World) -> None:
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    started = await admin.api.post("/api/conversations", json={
+        "conversation": {"members_emails": bob.email},
+        "remark": {"text": "here", "location": {"longitude": "2.35", "latitude": 48.85}}})
+    assert started.status == 201, started.text
+    cid = started.json["conversation"]["id"]
+    latest = started.json["conversation"]["latest_activity"]
+    assert latest["location"] == {"longitude": 2.35, "latitude": 48.85}
+    path = f"/api/conversations/{cid}/remarks"
+    by_form = await bob.api.post(path, data={"remark[text]": "there",
+                                             "remark[location][longitude]": "-0.1",
+                                             "remark[location][latitude]": "51.5"})
+    assert by_form.status == 201, by_form.text
+    assert by_form.json["activity"]["location"] == {"longitude": -0.1, "latitude": 51.5}
+    for blank in ({"remark[text]": "none", "remark[location][longitude]": "",
+                   "remark[location][latitude]": ""},
+                  {"remark[text]": "none", "remark[location]": ""}):
+        resp = await bob.api.post(path, data=blank)
+        assert resp.status == 201, resp.text
+        assert resp.json["activity"]["location"] is None
+    listed = (await admin.api.get(f"/api/conversations/{cid}/activities")).json["activities"]
+    assert [a["location"] for a in listed][-2:] == [
+        {"longitude": -0.1, "latitude": 51.5}, {"longitude": 2.35, "latitude": 48.85}]
+
+
+async def test_send_user_presence_adds_online_from_live_sockets(world: World) -> None:
+    """send_user_presence=true: each member's `online` (last key) tells whether they have a
+    live realtime connection (decided: docs/decisions.md); without it the shape is unchanged."""
+    from tests.app.views.realtime_support import open_socket
+
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    group = await world.group(admin, "Team", members=(bob,))
+    path = f"/api/groups/{group['id']}/members"
+    plain = await admin.api.get(path)
+    assert all("online" not in u for u in plain.json["users"])
+    before = await admin.api.get(path, params={"send_user_presence": "true"})
+    assert {u["id"]: u["online"] for u in before.json["users"]} == {admin.id: False,
+                                                                    bob.id: False}
+    ws, _ = await open_socket(bob)
+    try:
+        after = await admin.api.get(path, params={"send_user_presence": "true"})
+        users = after.json["users"]
+        assert all(list(u)[-1] == "online" for u in users)
+        assert {u["id"]: u["online"] for u in users} == {admin.id: False, bob.id: True}
+    finally:
+        await ws.close()

@@ -121,6 +121,7 @@ class FakeApns:
     """The most requests open at once on one connection."""
     port: int = 0
     connections: int = 0
+    _writers: set[asyncio.StreamWriter] = field(default_factory=set)
     _server: asyncio.Server | None = None
 
     def p8(self, directory: Path) -> Path:
@@ -142,6 +143,11 @@ class FakeApns:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+
+    def drop_connections(self) -> None:
+        """Close every client connection, as APNs does to idle ones."""
+        for writer in list(self._writers):
+            writer.close()
 
     def _verify(self, authorization: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
         scheme, _, token = authorization.partition(" ")
@@ -201,6 +207,7 @@ class FakeApns:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        self._writers.add(writer)
         conn = h2.connection.H2Connection(
             h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
         if self.max_streams is not None:
@@ -241,6 +248,7 @@ class FakeApns:
         except (OSError, h2.exceptions.ProtocolError, asyncio.IncompleteReadError):
             pass
         finally:
+            self._writers.discard(writer)
             writer.close()
 
 

@@ -267,3 +267,24 @@ def test_push_settings_from_the_environment() -> None:
     assert push == WorkerSettings(batch_size=50, concurrency=8, lease=30.0, backoff_min=2.0,
                                   backoff_max=600.0, give_up=3600.0, badge_interval=2.5)
     assert Settings.from_env({}).push == WorkerSettings()
+
+
+async def test_a_connection_apns_closed_is_opened_again(
+    world: World, apple: Apple, provider: ApnsProvider
+) -> None:
+    ann, bob = await people(world)
+    await register(bob, DEVICE)
+    await mention(ann, bob)
+    worker = make_worker(world, provider)
+    assert (await worker.run_once()).sent == 1
+    apple.fake.drop_connections()  # as APNs closes idle connections
+    await mention(ann, bob)
+    stats = await worker.run_once()
+    # the closed connection is noticed and a new one opened (through the proxy again), or the
+    # push is retried if it raced with the close; either way it arrives
+    if stats.retried:
+        await world.pool.execute("UPDATE push_jobs SET next_attempt_at = now()")
+        stats = await worker.run_once()
+    assert stats.sent == 1
+    assert apple.fake.connections == 2 and len(apple.proxy.tunnels) == 2
+    assert len(apple.fake.received) == 2

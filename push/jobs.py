@@ -50,25 +50,15 @@ SWITCHES = (
     "push_mentions", "push_announcements", "push_replies", "push_conversation_activity",
 )
 
+# $3 user ids, $4 their payloads (one each, or a single one shared by all: sent once).
 _ENQUEUE = """
 WITH made AS (
     INSERT INTO push_jobs (community_id, user_id, device_id, kind, payload, next_attempt_at)
-    SELECT $1, d.user_id, d.id, $2, x.payload::jsonb, now() + $6::interval
-    FROM unnest($3::bigint[], $4::text[]) AS x(user_id, payload)
+    SELECT $1, d.user_id, d.id, $2,
+           ($4::text[])[CASE WHEN cardinality($4::text[]) = 1 THEN 1 ELSE x.n END]::jsonb,
+           now() + $6::interval
+    FROM unnest($3::bigint[]) WITH ORDINALITY AS x(user_id, n)
     JOIN client_devices d ON d.community_id = $1 AND d.user_id = x.user_id
-        AND d.notification_type = $5 AND d.push_enabled AND {switch}
-    RETURNING 1
-), counted AS (SELECT count(*)::int AS n FROM made)
-SELECT n, CASE WHEN n > 0 THEN pg_notify('commons_push', '')::text END AS woke FROM counted
-"""
-
-# The same payload for many users (a remark to a conversation's members): sent once.
-_ENQUEUE_SAME = """
-WITH made AS (
-    INSERT INTO push_jobs (community_id, user_id, device_id, kind, payload, next_attempt_at)
-    SELECT $1, d.user_id, d.id, $2, ($4::text)::jsonb, now() + $6::interval
-    FROM client_devices d
-    WHERE d.community_id = $1 AND d.user_id = ANY($3::bigint[])
         AND d.notification_type = $5 AND d.push_enabled AND {switch}
     RETURNING 1
 ), counted AS (SELECT count(*)::int AS n FROM made)
@@ -239,55 +229,31 @@ async def enqueue(
     conn: asyncpg.Connection,
     community_id: int,
     kind: str,
-    entries: Sequence[tuple[int, Mapping[str, Any]]],
+    user_ids: Sequence[int],
+    payloads: Sequence[Mapping[str, Any]],
     *,
     notification_type: str,
     switch: str | None,
     delay: timedelta = timedelta(0),
 ) -> int:
     """A job for every device of type `notification_type` with push_enabled (and `switch` on)
-    of each (user id, payload) in `entries`, in the caller's transaction: workers see the jobs
-    once it commits. One statement whatever the number; returns how many jobs were made."""
+    of each user, in the caller's transaction: workers see the jobs once it commits.
+    `payloads` holds one payload per user id, or one shared by all of them (a remark to a
+    conversation's members: sent to PostgreSQL once). One statement whatever the number;
+    returns how many jobs were made."""
     if kind not in KINDS:
         raise ValueError(f"unknown push job kind {kind!r}")
     if notification_type not in NOTIFICATION_TYPES:
         raise ValueError(f"unknown notification type {notification_type!r}")
     if switch is not None and switch not in SWITCHES:
         raise ValueError(f"unknown push switch {switch!r}")
-    if not entries:
+    if len(payloads) not in (1, len(user_ids)):
+        raise ValueError("one payload per user, or one for all")
+    if not user_ids:
         return 0
     sql = _ENQUEUE.format(switch=f"d.{switch}" if switch else "true")
     row = await conn.fetchrow(
-        sql, community_id, kind, [user_id for user_id, _ in entries],
-        [orjson.dumps(p).decode() for _, p in entries], notification_type, delay,
-    )
-    assert row is not None
-    return int(row["n"])
-
-
-async def enqueue_same(
-    conn: asyncpg.Connection,
-    community_id: int,
-    kind: str,
-    user_ids: Sequence[int],
-    payload: Mapping[str, Any],
-    *,
-    notification_type: str,
-    switch: str | None,
-    delay: timedelta = timedelta(0),
-) -> int:
-    """`enqueue` for one payload shared by every user (sent to PostgreSQL once)."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown push job kind {kind!r}")
-    if notification_type not in NOTIFICATION_TYPES:
-        raise ValueError(f"unknown notification type {notification_type!r}")
-    if switch is not None and switch not in SWITCHES:
-        raise ValueError(f"unknown push switch {switch!r}")
-    if not user_ids:
-        return 0
-    sql = _ENQUEUE_SAME.format(switch=f"d.{switch}" if switch else "true")
-    row = await conn.fetchrow(
-        sql, community_id, kind, list(user_ids), orjson.dumps(payload).decode(),
+        sql, community_id, kind, list(user_ids), [orjson.dumps(p).decode() for p in payloads],
         notification_type, delay,
     )
     assert row is not None

@@ -143,7 +143,8 @@ async def _announce(
     body = subject.notifiable_text or ""
     switch = SWITCH_OF_FILTER.get(subject.filter)
     events: list[NewEvent] = []
-    entries: list[tuple[int, Mapping[str, Any]]] = []
+    user_ids: list[int] = []
+    payloads: list[Mapping[str, Any]] = []
     for row in rows:
         data = render_notification(row, sender, base)
         events.append(NewEvent(user_channel(row["user_id"]), NOTIFICATION_CREATED, data))
@@ -153,10 +154,10 @@ async def _announce(
                   "filter": subject.filter, "url": data["notifiable_url"]},
         )
         check = {"switch": switch, "notification_id": row["id"]}
-        entries.append((row["user_id"], push_jobs.payload(message, check)))
-    await push_jobs.enqueue(
-        conn, community_id, "notification", entries, notification_type="main", switch=switch
-    )
+        user_ids.append(row["user_id"])
+        payloads.append(push_jobs.payload(message, check))
+    await push_jobs.enqueue(conn, community_id, "notification", user_ids, payloads,
+                            notification_type="main", switch=switch)
     return events
 
 
@@ -326,8 +327,8 @@ async def enqueue_remark_push(
     check = {"switch": "push_conversation_activity", "conversation_id": conversation["id"],
              "activity_id": activity["id"]}
     payload = push_jobs.payload(message, check)
-    return await push_jobs.enqueue_same(
-        conn, conversation["community_id"], "remark", members, payload,
+    return await push_jobs.enqueue(
+        conn, conversation["community_id"], "remark", members, [payload],
         notification_type="conversations", switch="push_conversation_activity",
     )
 

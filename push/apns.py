@@ -115,8 +115,8 @@ def apns_headers(message: PushMessage, topic: str) -> list[tuple[str, str]]:
         headers += [("apns-push-type", "background"), ("apns-priority", "5")]
     else:
         headers += [("apns-push-type", "alert"), ("apns-priority", "10")]
-        if message.thread:
-            headers.append(("apns-collapse-id", message.thread[:64]))
+        if message.push_id:  # a re-send replaces its first copy (a UUID: under 64 bytes)
+            headers.append(("apns-collapse-id", message.push_id))
     return headers
 
 

@@ -96,9 +96,10 @@ def fcm_message(token: str, message: PushMessage) -> dict[str, Any]:
     if message.badge is not None:
         data["badge"] = str(message.badge)  # data values are strings in FCM
     if message.silent:
-        # data-only: the app updates its badge without showing anything
+        # data-only: the app updates its badge without showing anything; only the latest
+        # badge matters, so FCM may keep just the last one for a device that is offline
         return {"message": {"token": token, "data": data,
-                            "android": {"priority": "normal"}}}
+                            "android": {"priority": "normal", "collapse_key": "badge"}}}
     body: dict[str, Any] = {
         "token": token,
         "notification": {"title": message.title, "body": message.body},
@@ -106,8 +107,14 @@ def fcm_message(token: str, message: PushMessage) -> dict[str, Any]:
     }
     android: dict[str, Any] = {}
     aps: dict[str, Any] = {}
+    apns: dict[str, Any] = {}
+    if message.push_id:
+        # the push's identity (see PushMessage.push_id): on Android the notification tag, on
+        # iOS the apns-collapse-id, so that a re-send replaces its first copy. Not Android's
+        # collapse_key: FCM keeps at most four of those per device.
+        android["tag"] = message.push_id
+        apns["headers"] = {"apns-collapse-id": message.push_id}
     if message.thread:
-        android["tag"] = message.thread
         aps["thread-id"] = message.thread
     if message.badge is not None:
         android["notification_count"] = message.badge
@@ -115,7 +122,9 @@ def fcm_message(token: str, message: PushMessage) -> dict[str, Any]:
     if android:
         body["android"] = {"notification": android}
     if aps:
-        body["apns"] = {"payload": {"aps": aps}}
+        apns["payload"] = {"aps": aps}
+    if apns:
+        body["apns"] = apns
     return {"message": body}
 
 

@@ -162,14 +162,17 @@ class PushMessage:
     body: str
     data: Mapping[str, str]
     thread: str | None = None
-    """Pushes of one thread replace each other (APNs thread-id / collapse id, FCM tag)."""
+    """Pushes of one thread are grouped together on the device (APNs thread-id)."""
     badge: int | None = None
     """The app icon's badge (counted when the job is claimed)."""
     silent: bool = False
     """A badge update only: nothing shown (APNs content-available, FCM data-only)."""
     push_id: str | None = None
-    """The same for every attempt of one job (APNs apns-id), so that a re-send after a crash
-    is recognisably the same push."""
+    """The push's identity, the same for every attempt of one job: APNs apns-id and
+    apns-collapse-id, FCM's Android notification tag and apns-collapse-id for iOS. A re-send
+    after a crash (at least once delivery) therefore replaces its first copy on the device
+    instead of showing twice, and never replaces a different push (a collapse id per thread
+    would let a late re-send cover a newer push of the thread with older text)."""
 
 
 @dataclass(frozen=True, slots=True)

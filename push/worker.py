@@ -12,12 +12,14 @@ requests in flight, and then settles the batch in a few statements:
   provider's Retry-After), unless that would be past `give_up`;
 * the token was rejected: the device is deleted, and with it every job still queued for it.
 
-Delivery is at least once: a worker killed after a send but before settling its batch leaves
-those jobs to be claimed again when their lease ends, and they are sent again. A re-send
-carries the same push id (APNs apns-id) and collapse id / tag as the first, so the device
-replaces the first rather than showing two. Results are settled as they come in (group
-commit), so what a killed worker leaves to be sent again is what was in flight (at most
-`concurrency`) plus what was being settled.
+Delivery is at least once: a worker killed after a send but before recording its result
+leaves that job to be claimed again when its lease ends, and it is sent again. Each job's
+result is recorded as soon as its own send completes (group commit), and a send keeps its
+slot until then, so what a killed worker leaves to be sent again is at most `concurrency`
+jobs: the sends on the wire. A re-send carries the same push id as the first (APNs apns-id
+and apns-collapse-id, FCM tag and apns-collapse-id), so the device replaces the first rather
+than showing two. Stopped with SIGTERM, the worker finishes and records the batch in hand:
+nothing is sent twice.
 
 Workers wake up on NOTIFY commons_push (sent by `enqueue` at commit) and otherwise poll every
 `idle_poll` seconds, which is also when retries come due.
@@ -157,9 +159,14 @@ class PushWorker:
                 await _wait_any(stop, stop, self._settings.idle_poll)
 
     async def _deliver(self, batch: Sequence[Claimed]) -> Stats:
-        """Send a batch, settling results as they come (group commit: whatever finished while
-        the previous settlement was being written goes in the next one), so that a worker
-        killed mid-batch leaves few sent-but-unsettled jobs to be sent again."""
+        """Send a batch, recording each job's result as soon as its own send completes.
+
+        Results are written by group commit: whatever finished while the previous settlement
+        was being written goes into the next one (one short transaction each). A send keeps
+        its slot (one of `concurrency`) until its result is written, so that at any moment
+        at most `concurrency` jobs have reached (or may have reached) the provider without
+        their result being durable: that, the sends on the wire, is all that a worker
+        killed at that moment leaves to be sent again."""
         stats = Stats()
         settings = self._settings
         now = datetime.now(UTC)
@@ -194,9 +201,11 @@ class PushWorker:
                 except Exception as exc:  # a provider bug must not lose the batch
                     log.exception("push provider %s failed", provider.name)
                     result = SendResult(Outcome.RETRY, f"provider error: {exc!r}")
-            self._record(job, result, now, pending, stats)
-            remaining -= 1
-            ready.set()
+                recorded = pending
+                self._record(job, result, now, recorded, stats)
+                remaining -= 1
+                ready.set()
+                await recorded.written  # the slot is free once the result is durable
 
         async def settle() -> None:
             nonlocal pending
@@ -206,12 +215,14 @@ class PushWorker:
                 if pending:
                     taken, pending = pending, _Settlement()
                     await self._settle(taken)
+                    taken.written.set_result(None)
                 if remaining == 0 and not pending:
                     return
 
         sends = [asyncio.create_task(send(job)) for job in to_send]
         try:
             await settle()
+            await asyncio.gather(*sends)
         finally:
             for task in sends:
                 task.cancel()
@@ -265,6 +276,9 @@ class _Settlement:
     badges: list[tuple[int, int, bool]] = field(default_factory=list)
     retries: list[tuple[int, float, str]] = field(default_factory=list)
     rejected: list[int] = field(default_factory=list)
+    written: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future())
+    """Done once this settlement is committed."""
 
     def __bool__(self) -> bool:
         return bool(self.done or self.badges or self.retries or self.rejected)

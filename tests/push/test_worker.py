@@ -17,8 +17,11 @@ import pytest
 
 from app.config import FcmSettings, Settings
 from app.worker import run_worker
+from push import jobs
 from push.fcm import FcmProvider
+from push.jobs import PushMessage
 from push.log import LogProvider
+from push.provider import SendResult
 from push.worker import PushWorker, Stats, WorkerSettings
 from tests.app.views.conversations_support import say, start
 from tests.push.fake_fcm import Answer, FakeFcm
@@ -97,6 +100,7 @@ async def test_delivers_a_notification_through_fcm(
     _, ann, bob = await people(world)
     await register(bob, "bob:phone-1")
     message_id = await mention(ann, bob, text="Standup moved")
+    push_id = jobs.push_id((await pending(world))[0]["id"])
     stats = await make_worker(world, provider).run_once()
     assert (stats.sent, stats.handled) == (1, 1), (stats, await pending(world))
     note = (await bob.api.get("/api/notifications")).json["notifications"][0]
@@ -108,8 +112,9 @@ async def test_delivers_a_notification_through_fcm(
                          "body": f"Standup moved @{bob.username}"},
         "data": {"type": "notification", "notification_id": str(note["id"]),
                  "filter": "at_mentions", "url": note["notifiable_url"], "badge": "1"},
-        "android": {"notification": {"tag": f"Message:{message_id}", "notification_count": 1}},
-        "apns": {"payload": {"aps": {"thread-id": f"Message:{message_id}", "badge": 1}}},
+        "android": {"notification": {"tag": push_id, "notification_count": 1}},
+        "apns": {"headers": {"apns-collapse-id": push_id},
+                 "payload": {"aps": {"thread-id": f"Message:{message_id}", "badge": 1}}},
     }
     assert await pending(world) == []
     # the access token is kept for the next sends
@@ -266,6 +271,51 @@ async def test_concurrency_is_bounded(world: World, fcm: FakeFcm, provider: FcmP
     stats = await make_worker(world, provider, concurrency=2).run_once()
     assert stats.sent == 6
     assert fcm.max_in_flight == 2
+
+
+class Watched:
+    """The FCM provider, watched: before each send, how many earlier sends are still not
+    recorded (their job still claimed in push_jobs). That is what a worker killed at that
+    moment would leave to be sent twice."""
+
+    name = "fcm"
+
+    def __init__(self, inner: FcmProvider, world: World, job_of: dict[str, int]) -> None:
+        self.inner, self.world, self.job_of = inner, world, job_of
+        self.started: list[int] = []
+        self.most_unrecorded = 0
+
+    async def send(self, token: str, message: PushMessage) -> SendResult:
+        unrecorded = await self.world.pool.fetchval(
+            "SELECT count(*) FROM push_jobs WHERE id = ANY($1::bigint[])", self.started)
+        self.most_unrecorded = max(self.most_unrecorded, unrecorded)
+        self.started.append(self.job_of[token])
+        return await self.inner.send(token, message)
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_a_send_keeps_its_slot_until_its_result_is_recorded(
+    world: World, fcm: FakeFcm, provider: FcmProvider
+) -> None:
+    """So that a worker killed at any moment leaves at most `concurrency` pushes that may
+    have reached the provider without being recorded (test_worker_killed.py kills one)."""
+    admin, ann, _ = await people(world)
+    crowd = await world.many_users(admin, 40)
+    for member in crowd:
+        await register(member, f"fcm:{member.username}")
+    await mention(ann, *crowd)
+    job_of = {r["registration_id"]: r["id"] for r in await world.pool.fetch(
+        "SELECT j.id, d.registration_id FROM push_jobs j JOIN client_devices d "
+        "ON d.id = j.device_id")}
+    watched = Watched(provider, world, job_of)
+    fcm.delay = 0.01
+    worker = PushWorker(world.pool, {"fcm": watched, "apns": LogProvider("apns")},
+                        WorkerSettings(concurrency=4, batch_size=40))
+    assert (await worker.run_once()).sent == 40
+    assert len(watched.started) == 40 and await pending(world) == []
+    assert watched.most_unrecorded <= 3  # besides the send about to start: 4 at most
 
 
 async def test_two_workers_never_send_the_same_job(

@@ -5,9 +5,11 @@ grant to the account's token_uri), cached while google-auth says it is valid and
 once when FCM answers 401. google-auth's HTTP transports are synchronous, so a refresh (once
 an hour) runs in a thread, one at a time.
 
-Both URLs are configurable (the API base, `FCM_API_URL`; the token endpoint, `token_uri` of the
-credentials file), which is what lets the tests run a real HTTP exchange against a local
-server.
+Both URLs are configurable (the API base, `FCM_API_URL`; the token endpoint, `token_uri` of
+the credentials file), which is what lets the tests run a real HTTP exchange against a local
+server. Certificates are checked, for both, against the system's trust store, which honours
+SSL_CERT_FILE (the token endpoint through urllib3, the API through a context made when the
+provider is); a server that fails the check is a network failure, retried later.
 
 Errors, as FCM documents them for v1 (`error.details[].errorCode`, else `error.status`):
 UNREGISTERED, INVALID_ARGUMENT and SENDER_ID_MISMATCH reject the token (our payloads are small
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -177,8 +180,11 @@ class FcmProvider:
         if not project:
             raise ValueError("FCM needs a project id (FCM_PROJECT_ID or the credentials file)")
         self._owns_session = session is None
+        # certificates checked against the system's trust store as it is now (honouring
+        # SSL_CERT_FILE), not aiohttp's default context, which is made when aiohttp is imported
         self._session = session or aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
+            timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
+            connector=aiohttp.TCPConnector(ssl=ssl.create_default_context()),
         )
         self._tokens = AccessTokens(credentials)
         base = (api_url or DEFAULT_API_URL).rstrip("/")

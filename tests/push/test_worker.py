@@ -24,6 +24,7 @@ from push.log import LogProvider
 from push.provider import SendResult
 from push.worker import PushWorker, Stats, WorkerSettings
 from tests.app.views.conversations_support import say, start
+from tests.push.fake_apns import make_certificates, server_context
 from tests.push.fake_fcm import Answer, FakeFcm
 from tests.support import Member, World
 
@@ -451,3 +452,51 @@ async def test_nothing_is_sent_to_a_member_who_left_meanwhile(
     stats = await make_worker(world, provider).run_once()
     assert (stats.skipped, stats.sent) == (1, 1)
     assert fcm.attempts == ["admin:chat"]
+
+
+@pytest.mark.parametrize("untrusted", ["the FCM API", "the OAuth token endpoint"])
+async def test_an_fcm_server_whose_certificate_does_not_check_out_is_refused(
+    world: World, aiohttp_server: Fixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    untrusted: str,
+) -> None:
+    """FCM and its token endpoint over HTTPS: a server whose certificate comes from a CA the
+    worker does not trust is refused, a temporary failure (retried later), nothing sent and
+    nothing marked sent; the same stand-in with a certificate from the trusted CA gets the
+    very same push."""
+    ca, cert, key = make_certificates(tmp_path / "tls")
+    _, rogue_cert, rogue_key = make_certificates(tmp_path / "rogue")
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca))  # the worker trusts the test CA, and only it
+    fake = FakeFcm()
+    trusted = await aiohttp_server(fake.app(), host="127.0.0.1", ssl=server_context(cert, key))
+    rogue = await aiohttp_server(fake.app(), host="127.0.0.1",
+                                 ssl=server_context(rogue_cert, rogue_key))
+    good, bad = (str(s.make_url("")).rstrip("/") for s in (trusted, rogue))
+    assert good.startswith("https://") and bad.startswith("https://")
+    fake.base_url = bad if untrusted == "the OAuth token endpoint" else good  # token_uri
+    credentials = fake.credentials(tmp_path)
+    _, ann, bob = await people(world)
+    await register(bob, "bob:phone")
+    await mention(ann, bob)
+
+    api = bad if untrusted == "the FCM API" else good
+    refused = FcmProvider.from_options(FcmSettings(None, str(credentials), api))
+    try:
+        stats = await make_worker(world, refused).run_once()
+    finally:
+        await refused.close()
+    assert (stats.retried, stats.sent) == (1, 0)
+    assert fake.attempts == [] and fake.received == []  # no request got through
+    [job] = await pending(world)
+    assert "certificate verify failed" in job["last_error"].lower(), job["last_error"]
+    # the token endpoint was reached over checked TLS when only the API was untrusted
+    assert fake.issued == ([] if untrusted == "the OAuth token endpoint" else ["access-1"])
+
+    fake.base_url = good
+    genuine = FcmProvider.from_options(FcmSettings(None, str(fake.credentials(tmp_path)), good))
+    await world.pool.execute("UPDATE push_jobs SET next_attempt_at = now()")
+    try:
+        assert (await make_worker(world, genuine).run_once()).sent == 1
+    finally:
+        await genuine.close()
+    assert [r["message"]["token"] for r in fake.received] == ["bob:phone"]
+    assert await pending(world) == []

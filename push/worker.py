@@ -21,6 +21,11 @@ and apns-collapse-id, FCM tag and apns-collapse-id), so the device replaces the 
 than showing two. Stopped with SIGTERM, the worker finishes and records the batch in hand:
 nothing is sent twice.
 
+A group chat message is ONE job of another kind (push/jobs.py `enqueue_chat`, table
+push_chat_fanouts), written by the request whatever the group's size; each round fans out a
+chunk of its members (`fanout_chunk`, one transaction) into ordinary jobs, one per device
+whose settings allow it, which the following batches send.
+
 Workers wake up on NOTIFY commons_push (sent by `enqueue` at commit) and otherwise poll every
 `idle_poll` seconds, which is also when retries come due.
 """
@@ -60,6 +65,8 @@ class Stats:
     dropped: int = 0
     gave_up: int = 0
     rejected: int = 0
+    fanned_out: int = 0
+    """Push jobs made by fanning out group chat messages."""
     outcomes: list[tuple[int, str]] = field(default_factory=list)
     """(job id, outcome) of every job handled, in order (for logs and tests)."""
 
@@ -70,6 +77,7 @@ class Stats:
         self.dropped += other.dropped
         self.gave_up += other.gave_up
         self.rejected += other.rejected
+        self.fanned_out += other.fanned_out
         self.outcomes.extend(other.outcomes)
 
     @property
@@ -118,13 +126,17 @@ class PushWorker:
         total = Stats()
         settings = self._settings
         while stop is None or not stop.is_set():
+            # a chunk of a group chat message's members becomes jobs, sent from the next
+            # batch on: fanning out and sending take turns, so neither waits for the other
+            fanned = await jobs.fan_out(self._pool, settings.fanout_chunk)
+            if fanned is not None:
+                total.fanned_out += fanned[1]
             batch = await jobs.claim(
                 self._pool, settings.batch_size, timedelta(seconds=settings.lease)
             )
-            if not batch:
-                return total
-            total.add(await self._deliver(batch))
-            if len(batch) < settings.batch_size:
+            if batch:
+                total.add(await self._deliver(batch))
+            if len(batch) < settings.batch_size and fanned is None:
                 return total
         return total
 
@@ -144,11 +156,13 @@ class PushWorker:
                             wake.clear()
                             stats = await self.run_once(stop)
                             self.count(stats)
-                            if stats.handled:
+                            if stats.handled or stats.fanned_out:
                                 log.info(
                                     "push: %d sent, %d skipped, %d retried, %d dropped, "
-                                    "%d gave up, %d tokens rejected", stats.sent, stats.skipped,
-                                    stats.retried, stats.dropped, stats.gave_up, stats.rejected,
+                                    "%d gave up, %d tokens rejected, %d fanned out from group "
+                                    "chats", stats.sent, stats.skipped, stats.retried,
+                                    stats.dropped, stats.gave_up, stats.rejected,
+                                    stats.fanned_out,
                                 )
                             await _wait_any(wake, stop, self._settings.idle_poll)
                     finally:

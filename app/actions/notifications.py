@@ -47,6 +47,7 @@ import asyncpg
 from app.actions.after_commit import Outbox
 from app.context import Viewer
 from app.errors import NotFound
+from app.markup.entities import extract_mentions
 from app.render.notifications import notification as render_notification
 from app.render.users import display_name
 from app.urls import comment_permalink, group_url, message_permalink, user_url
@@ -330,6 +331,32 @@ async def enqueue_remark_push(
     return await push_jobs.enqueue(
         conn, conversation["community_id"], "remark", members, [payload],
         notification_type="conversations", switch="push_conversation_activity",
+    )
+
+
+# --- push for group chat messages ------------------------------------------------------------
+
+
+async def enqueue_chat_push(
+    conn: asyncpg.Connection,
+    group: Mapping[str, Any],
+    message: Mapping[str, Any],
+    author: Mapping[str, Any],
+) -> None:
+    """Inside the chat message's transaction: ONE push job for the whole group, whatever its
+    size (`commons worker` fans it out to the members' `main` devices whose settings allow
+    it: push/jobs.py `fan_out`). `author` is the rendered embedded user."""
+    name = author["name"]
+    text = excerpt(message["body"])
+    body = f"{name}: {text}" if text else f"{name} sent an attachment"
+    push = PushMessage(
+        title=group["name"], body=body, thread=f"group_chat:{group['id']}",
+        data={"type": "chat_message", "group_id": str(group["id"]),
+              "chat_message_id": str(message["id"])},
+    )
+    await push_jobs.enqueue_chat(
+        conn, message["community_id"], group["id"], message["id"], message["user_id"],
+        extract_mentions(message["body"]), push, f"{name} mentioned you in {group['name']}",
     )
 
 

@@ -50,14 +50,14 @@ SWITCHES = (
     "push_mentions", "push_announcements", "push_replies", "push_conversation_activity",
 )
 
-# $3 user ids, $4 their payloads (one each, or a single one shared by all: sent once).
+# $3 user ids, $4 their payloads (one each, or a single one shared by all: sent once; unnest
+# pads the shorter array with nulls).
 _ENQUEUE = """
 WITH made AS (
     INSERT INTO push_jobs (community_id, user_id, device_id, kind, payload, next_attempt_at)
-    SELECT $1, d.user_id, d.id, $2,
-           ($4::text[])[CASE WHEN cardinality($4::text[]) = 1 THEN 1 ELSE x.n END]::jsonb,
+    SELECT $1, d.user_id, d.id, $2, coalesce(x.payload, ($4::text[])[1])::jsonb,
            now() + $6::interval
-    FROM unnest($3::bigint[]) WITH ORDINALITY AS x(user_id, n)
+    FROM unnest($3::bigint[], $4::text[]) AS x(user_id, payload)
     JOIN client_devices d ON d.community_id = $1 AND d.user_id = x.user_id
         AND d.notification_type = $5 AND d.push_enabled AND {switch}
     RETURNING 1

@@ -40,6 +40,7 @@ import h2.events
 import h2.exceptions
 import jwt
 import orjson
+from hpack import HeaderTuple, NeverIndexedHeaderTuple
 
 from push.jobs import PushMessage
 from push.provider import Outcome, SendResult, token_hint
@@ -105,18 +106,23 @@ def apns_payload(message: PushMessage) -> dict[str, Any]:
     return {**{k: v for k, v in message.data.items() if k != "aps"}, "aps": aps}
 
 
-def apns_headers(message: PushMessage, topic: str) -> list[tuple[str, str]]:
-    """The APNs request headers besides the pseudo-headers and authorization."""
-    headers = [("apns-topic", topic)]
+Header = tuple[str, str] | HeaderTuple
+
+
+def apns_headers(message: PushMessage, topic: str) -> list[Header]:
+    """The APNs request headers besides the pseudo-headers and authorization. The push's own
+    id is sent without entering HPACK's table (a value never seen again would only push out
+    the ones that repeat: topic, push type, the JWT)."""
+    headers: list[Header] = [("apns-topic", topic)]
     if message.push_id:
-        headers.append(("apns-id", message.push_id))
+        headers.append(NeverIndexedHeaderTuple("apns-id", message.push_id))
     if message.silent:
         # background pushes must have priority 5, or Apple refuses them
         headers += [("apns-push-type", "background"), ("apns-priority", "5")]
     else:
         headers += [("apns-push-type", "alert"), ("apns-priority", "10")]
         if message.push_id:  # a re-send replaces its first copy (a UUID: under 64 bytes)
-            headers.append(("apns-collapse-id", message.push_id))
+            headers.append(NeverIndexedHeaderTuple("apns-collapse-id", message.push_id))
     return headers
 
 
@@ -211,7 +217,7 @@ class Connection:
         if data and not self.closed:
             self._writer.write(data)
 
-    async def request(self, path: str, headers: list[tuple[str, str]], body: bytes
+    async def request(self, path: str, headers: list[Header], body: bytes
                       ) -> tuple[int, dict[str, str], bytes]:
         if not self._preface.is_set():
             await self._preface.wait()
@@ -226,7 +232,8 @@ class Connection:
         try:
             stream_id = self._h2.get_next_available_stream_id()
             self._h2.send_headers(stream_id, [
-                (":method", "POST"), (":scheme", "https"), (":path", path),
+                (":method", "POST"), (":scheme", "https"),
+                NeverIndexedHeaderTuple(":path", path),  # one device's: kept out of the table
                 (":authority", self._authority), *headers,
             ])
         except h2.exceptions.ProtocolError as exc:  # out of stream ids, or closing

@@ -11,7 +11,7 @@ at fan-out time or at send time; a badge as every other alert.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +25,6 @@ from push.worker import PushWorker, Stats, WorkerSettings
 from tests.app.views.test_chat_messages import chat_group, post
 from tests.push.fake_fcm import FakeFcm
 from tests.support import Member, World
-
-Fixture = Callable[..., Any]
-
-
-@pytest.fixture
-async def fcm(aiohttp_server: Fixture) -> FakeFcm:
-    fake = FakeFcm()
-    server = await aiohttp_server(fake.app(), host="127.0.0.1")
-    fake.base_url = str(server.make_url("")).rstrip("/")
-    return fake
 
 
 @pytest.fixture
@@ -77,6 +67,21 @@ def by_token(fcm: FakeFcm) -> dict[str, dict[str, Any]]:
         assert token not in got, f"{token} got two pushes"
         got[token] = r["message"]
     return got
+
+
+async def crowd_in(world: World, admin: Member, group_id: int, count: int) -> list[Member]:
+    """`count` new members of the group, each with an FCM device "fcm-<user id>" (set up in
+    the database: many at once)."""
+    crowd = await world.many_users(admin, count)
+    ids = [m.id for m in crowd]
+    await world.pool.execute(
+        "INSERT INTO group_memberships (community_id, group_id, user_id) "
+        "SELECT $1, $2, unnest($3::bigint[])", admin.community.id, group_id, ids)
+    await world.pool.execute(
+        "INSERT INTO client_devices (community_id, user_id, registration_id, platform) "
+        "SELECT $1, u, 'fcm-' || u, 'fcm' FROM unnest($2::bigint[]) AS u",
+        admin.community.id, ids)
+    return crowd
 
 
 async def counts(world: World) -> tuple[int, int]:
@@ -209,15 +214,8 @@ async def test_a_large_group_is_fanned_out_in_chunks_each_member_once(
 ) -> None:
     admin = await world.community()
     ann = await world.user(admin, "Ann", "Lee")
-    crowd = await world.many_users(admin, 25)
     gid = await chat_group(ann)
-    await world.pool.execute(
-        "INSERT INTO group_memberships (community_id, group_id, user_id) "
-        "SELECT $1, $2, unnest($3::bigint[])", admin.community.id, gid, [m.id for m in crowd])
-    await world.pool.execute(
-        "INSERT INTO client_devices (community_id, user_id, registration_id, platform) "
-        "SELECT $1, u, 'fcm-' || u, 'fcm' FROM unnest($2::bigint[]) AS u",
-        admin.community.id, [m.id for m in crowd])
+    crowd = await crowd_in(world, admin, gid, 25)
     await post(ann, gid, "all hands")
     # chunk after chunk, each in its own transaction with the cursor: a worker dying between
     # two chunks leaves the rest to the next one, and nobody is fanned out twice
@@ -242,14 +240,7 @@ async def test_posting_costs_the_same_in_any_group_size(
     ann = await world.user(admin, "Ann", "Lee")
     small = await chat_group(ann, name="Small")
     large = await chat_group(ann, name="Large")
-    crowd = await world.many_users(admin, 300)
-    await world.pool.execute(
-        "INSERT INTO group_memberships (community_id, group_id, user_id) "
-        "SELECT $1, $2, unnest($3::bigint[])", admin.community.id, large, [m.id for m in crowd])
-    await world.pool.execute(
-        "INSERT INTO client_devices (community_id, user_id, registration_id, platform) "
-        "SELECT $1, u, 'fcm-' || u, 'fcm' FROM unnest($2::bigint[]) AS u",
-        admin.community.id, [m.id for m in crowd])
+    await crowd_in(world, admin, large, 300)
     queries = []
     for gid in (small, large):
         query_log.reset()

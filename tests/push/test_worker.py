@@ -31,14 +31,6 @@ from tests.support import Member, World
 Fixture = Callable[..., Any]
 
 
-@pytest.fixture
-async def fcm(aiohttp_server: Fixture) -> FakeFcm:
-    fake = FakeFcm()
-    server = await aiohttp_server(fake.app(), host="127.0.0.1")
-    fake.base_url = str(server.make_url("")).rstrip("/")
-    return fake
-
-
 def fcm_settings(fake: FakeFcm, directory: Path) -> FcmSettings:
     return FcmSettings(project_id=None, credentials_file=str(fake.credentials(directory)),
                        api_url=fake.base_url)

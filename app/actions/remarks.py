@@ -18,6 +18,7 @@ from app.access import access_conversation
 from app.actions import attachments as attachment_actions
 from app.actions.messages import Limits, load_feed
 from app.actions.notifications import enqueue_remark_push
+from app.actions.work import Work, work
 from app.context import Viewer
 from app.errors import Invalid
 from app.markup.entities import extract_mentions
@@ -27,13 +28,12 @@ from app.render.activities import activity
 from app.render.attachments import attachment as render_attachment
 from app.render.messages import is_shareable, message
 from app.urls import user_tooltip_url, user_url
-from realtime.events import Event, NewEvent
+from realtime.events import NewEvent
 from realtime.hub import Hub
 from storage import activities, conversations, messages
 from storage import attachments as attachment_store
-from storage import events as event_store
 from storage.blobs import BlobStore
-from storage.db import Conn, transaction
+from storage.db import Conn
 
 # attachments.subject_type of a remark's attachments
 REMARK_SUBJECT = "remark"
@@ -163,23 +163,24 @@ async def store_uploads(
 
 
 async def post_in_transaction(
-    conn: asyncpg.Connection,
+    w: Work,
     viewer: Viewer,
     conversation: asyncpg.Record,
     remark: Remark,
     base: str,
-) -> tuple[dict[str, Any], list[NewEvent], bool]:
-    """Post `remark` into the (locked) conversation: (activity JSON, events, created).
+) -> tuple[dict[str, Any], bool]:
+    """Post `remark` into the (locked) conversation: (activity JSON, created).
 
     A remark whose client_provided_guid this author already used in this conversation is not
     posted again: the first one is returned, with no event, and created=False.
     """
+    conn = w.conn
     cid = conversation["id"]
     guid = remark.client_provided_guid
     if guid:
         existing = await activities.by_guid(conn, cid, viewer.id, guid)
         if existing is not None:
-            return (await render_activities(conn, viewer, [existing], base))[0], [], False
+            return (await render_activities(conn, viewer, [existing], base))[0], False
     if remark.shared_message_id is not None:
         await check_shareable(conn, viewer, remark.shared_message_id)
     text = remark.text.strip()
@@ -193,7 +194,7 @@ async def post_in_transaction(
         assert guid is not None
         existing = await activities.by_guid(conn, cid, viewer.id, guid)
         assert existing is not None
-        return (await render_activities(conn, viewer, [existing], base))[0], [], False
+        return (await render_activities(conn, viewer, [existing], base))[0], False
     if remark.attachment_ids:
         await attachment_actions.claim_attachments(
             conn, viewer, remark.attachment_ids, REMARK_SUBJECT, activity_id
@@ -203,8 +204,8 @@ async def post_in_transaction(
     await conversations.record_activity(conn, cid, row)
     await enqueue_remark_push(conn, conversation, row)  # the other members' devices
     rendered = (await render_activities(conn, viewer, [row], base))[0]
-    event = NewEvent(conversation_channel(cid), "remark.created", rendered)
-    return rendered, [event], True
+    w.emit(NewEvent(conversation_channel(cid), "remark.created", rendered))
+    return rendered, True
 
 
 async def post_remark(
@@ -222,12 +223,6 @@ async def post_remark(
         await access_conversation(pool, viewer, conversation_id)
     uploaded = await store_uploads(pool, uploads, viewer, remark.files)
     remark.attachment_ids = [*remark.attachment_ids, *uploaded]
-    published: list[Event] = []
-    async with transaction(pool) as conn:
-        conversation = await access_conversation(conn, viewer, conversation_id, lock=True)
-        rendered, events, created = await post_in_transaction(
-            conn, viewer, conversation, remark, base
-        )
-        published = await event_store.append_events(conn, viewer.community_id, events)
-    await hub.publish(published)
-    return rendered, created
+    async with work(pool, hub, viewer.community_id) as w:
+        conversation = await access_conversation(w.conn, viewer, conversation_id, lock=True)
+        return await post_in_transaction(w, viewer, conversation, remark, base)

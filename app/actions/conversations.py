@@ -189,8 +189,7 @@ async def create_conversation(
             # starting it again brings a conversation the viewer had hidden back
             await conversations.set_hidden(w.conn, conversation_id, viewer.id, False)
         if remark is not None:
-            row = await access_conversation(w.conn, viewer, conversation_id, lock=True)
-            await post_in_transaction(w, viewer, row, remark, base)
+            await post_in_transaction(w, viewer, conversation_id, remark, base)
     return conversation_id
 
 
@@ -208,11 +207,9 @@ async def rename_conversation(
         if row["name"] == new_name:
             return
         await conversations.rename(w.conn, conversation_id, new_name)
-        activity_id = await activities.insert(
+        stored = await activities.insert(
             w.conn, viewer.community_id, conversation_id, viewer.id, "update", text=new_name
         )
-        assert activity_id is not None
-        stored = await activities.by_id(w.conn, conversation_id, activity_id)
         assert stored is not None
         await conversations.record_activity(w.conn, conversation_id, stored)
         w.emit(await _summary_event(w.conn, viewer, conversation_id, "conversation.updated", base))
@@ -237,11 +234,9 @@ async def add_members(
         if added:
             by_id = {r["id"]: r for r in found}
             for uid in added:
-                activity_id = await activities.insert(
+                stored = await activities.insert(
                     w.conn, viewer.community_id, conversation_id, uid, "join"
                 )
-                assert activity_id is not None
-                stored = await activities.by_id(w.conn, conversation_id, activity_id)
                 assert stored is not None
                 await conversations.record_activity(w.conn, conversation_id, stored)
             await _rekey(w.conn, conversation_id)
@@ -275,11 +270,9 @@ async def leave_conversation(
             )
         me = await users.by_id(w.conn, viewer.community_id, viewer.id)
         assert me is not None
-        activity_id = await activities.insert(
+        stored = await activities.insert(
             w.conn, viewer.community_id, conversation_id, viewer.id, "leave"
         )
-        assert activity_id is not None
-        stored = await activities.by_id(w.conn, conversation_id, activity_id)
         assert stored is not None
         await conversations.record_activity(w.conn, conversation_id, stored)
         await conversations.remove_member(w.conn, conversation_id, viewer.id)

@@ -1,9 +1,10 @@
 """Remarks: posting into a conversation, and rendering activities in a fixed number of queries.
 
-POST /api/conversations/:id/remarks runs as design.md "One request, end to end" says: one
-transaction (access with the conversation locked, the remark, its attachments, unread counters,
-the event appended last), then after commit the event is published. The activity is rendered
-once, inside the transaction, and that same JSON is the event data and the response.
+POST /api/conversations/:id/remarks runs as design.md "One request, end to end" says: one unit
+of work (access, the remark, its attachments, unread counters, push jobs, the event appended
+last), then after commit the event is published. The activity is rendered once, and that same
+JSON is the event data and the response; its slow parts are made before the conversation's row
+is locked (see post_in_transaction).
 """
 
 from __future__ import annotations
@@ -163,48 +164,57 @@ async def store_uploads(
 
 
 async def post_in_transaction(
-    w: Work,
-    viewer: Viewer,
-    conversation: asyncpg.Record,
-    remark: Remark,
-    base: str,
+    w: Work, viewer: Viewer, conversation_id: int, remark: Remark, base: str
 ) -> tuple[dict[str, Any], bool]:
-    """Post `remark` into the (locked) conversation: (activity JSON, created).
+    """Post `remark` into the conversation in `w`: (activity JSON, created).
+
+    The conversation's row lock, which keeps its activities in commit order (unread counts and
+    the ordering of lists rely on it), is held from the insert to the commit. Everything slow
+    comes before it: the Markdown, the mention lookup, the shared message's rendering. Under
+    the lock only writes happen and the activity is assembled from parts made before, plus the
+    inserted row and its claimed attachments (docs/conversations.md, "Rendering and the
+    conversation lock").
 
     A remark whose client_provided_guid this author already used in this conversation is not
     posted again: the first one is returned, with no event, and created=False.
     """
     conn = w.conn
-    cid = conversation["id"]
+    # before the lock: a non-member learns nothing (404), then reads and rendering
+    await access_conversation(conn, viewer, conversation_id)
     guid = remark.client_provided_guid
     if guid:
-        existing = await activities.by_guid(conn, cid, viewer.id, guid)
+        existing = await activities.by_guid(conn, conversation_id, viewer.id, guid)
         if existing is not None:
             return (await render_activities(conn, viewer, [existing], base))[0], False
+    shared: dict[str, Any] | None = None
     if remark.shared_message_id is not None:
         await check_shareable(conn, viewer, remark.shared_message_id)
+        shared = (await shared_messages(conn, viewer, [remark.shared_message_id], base)).get(
+            remark.shared_message_id)
     text = remark.text.strip()
     html = await body_html(conn, viewer, base, text)
-    activity_id = await activities.insert(
-        conn, viewer.community_id, cid, viewer.id, "post",
+    # the lock, and the membership again under it (a member may have left meanwhile)
+    conversation = await access_conversation(conn, viewer, conversation_id, lock=True)
+    row = await activities.insert(
+        conn, viewer.community_id, conversation_id, viewer.id, "post",
         text=text, html=html, longitude=remark.longitude, latitude=remark.latitude,
         client_provided_guid=guid, shared_message_id=remark.shared_message_id,
     )
-    if activity_id is None:  # the same guid, committed meanwhile by a concurrent retry
+    if row is None:  # the same guid, committed meanwhile by a concurrent retry
         assert guid is not None
-        existing = await activities.by_guid(conn, cid, viewer.id, guid)
+        existing = await activities.by_guid(conn, conversation_id, viewer.id, guid)
         assert existing is not None
         return (await render_activities(conn, viewer, [existing], base))[0], False
-    if remark.attachment_ids:
-        await attachment_actions.claim_attachments(
-            conn, viewer, remark.attachment_ids, REMARK_SUBJECT, activity_id
-        )
-    row = await activities.by_id(conn, cid, activity_id)
-    assert row is not None
-    await conversations.record_activity(conn, cid, row)
+    attached = await attachment_actions.claim_attachments(
+        conn, viewer, remark.attachment_ids, REMARK_SUBJECT, row["id"]
+    ) if remark.attachment_ids else []
+    await conversations.record_activity(conn, conversation_id, row)
     await enqueue_remark_push(conn, conversation, row)  # the other members' devices
-    rendered = (await render_activities(conn, viewer, [row], base))[0]
-    w.emit(NewEvent(conversation_channel(cid), "remark.created", rendered))
+    rendered = activity(  # attachments in id order, as every read lists them
+        row, base, shared_message=shared,
+        attachments=[render_attachment(a, base) for a in sorted(attached, key=lambda a: a["id"])],
+    )
+    w.emit(NewEvent(conversation_channel(conversation_id), "remark.created", rendered))
     return rendered, True
 
 
@@ -224,5 +234,4 @@ async def post_remark(
     uploaded = await store_uploads(pool, uploads, viewer, remark.files)
     remark.attachment_ids = [*remark.attachment_ids, *uploaded]
     async with work(pool, hub, viewer.community_id) as w:
-        conversation = await access_conversation(w.conn, viewer, conversation_id, lock=True)
-        return await post_in_transaction(w, viewer, conversation, remark, base)
+        return await post_in_transaction(w, viewer, conversation_id, remark, base)

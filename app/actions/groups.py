@@ -185,8 +185,29 @@ async def join_group(
     return row
 
 
-async def keep_an_admin(conn: asyncpg.Connection, group_id: int, field: str) -> None:
-    """Refuse to take away the last admin of a group (call with the group locked)."""
+async def lock_membership(
+    conn: asyncpg.Connection, viewer: Viewer, group_id: int, *, user_id: int | None = None,
+    membership_id: int | None = None, admin: bool = True,
+) -> asyncpg.Record | None:
+    """Before taking a membership away or demoting it: check the viewer's access to the group
+    (as its admin unless admin=False), lock the group (changes of its admins go one at a time)
+    and read the membership, by user or by id, as it is under the lock (None: there is none)."""
+    await access_group(conn, viewer, group_id, admin=admin)
+    await groups.lock(conn, viewer.community_id, group_id)
+    if membership_id is not None:
+        return await memberships.by_id(conn, group_id, membership_id)
+    assert user_id is not None
+    return await memberships.by_user(conn, group_id, user_id)
+
+
+async def keep_an_admin(
+    conn: asyncpg.Connection, group_id: int, current: asyncpg.Record, field: str,
+    new_role: str | None = None,
+) -> None:
+    """Refuse to take away the last admin of a group: `current` (from lock_membership) leaves
+    or, with `new_role`, gets that role."""
+    if current["role"] != "admin" or new_role == "admin":
+        return
     if await memberships.admin_count(conn, group_id) <= 1:
         raise Invalid("A group must keep at least one admin",
                       fields={field: ["is the last admin of the group"]})
@@ -197,14 +218,12 @@ async def leave_group(
 ) -> asyncpg.Record:
     """Leave a group you belong to, unless you are its last admin (422)."""
     async with work(pool, hub, viewer.community_id) as w:
-        await access_group(w.conn, viewer, group_id)
-        await groups.lock(w.conn, viewer.community_id, group_id)
-        current = await memberships.by_user(w.conn, group_id, viewer.id)
+        current = await lock_membership(w.conn, viewer, group_id, user_id=viewer.id,
+                                        admin=False)
         if current is None:
             raise Invalid("You are not a member of this group",
                           fields={"group_id": ["is not a group you belong to"]})
-        if current["role"] == "admin":
-            await keep_an_admin(w.conn, group_id, "group_id")
+        await keep_an_admin(w.conn, group_id, current, "group_id")
         await memberships.delete(w.conn, group_id, viewer.id)
         row = await _reload(w.conn, viewer, group_id)
         await membership_events(w, viewer, group_id, left=[viewer.id])

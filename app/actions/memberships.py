@@ -14,13 +14,13 @@ import asyncpg
 
 from app.access import access_group
 from app.actions.group_events import membership_events
-from app.actions.groups import keep_an_admin
+from app.actions.groups import keep_an_admin, lock_membership
 from app.actions.users import EMAIL_RE
 from app.actions.work import work
 from app.context import Viewer
 from app.errors import Conflict, Forbidden, Invalid, NotFound
 from realtime.hub import Hub
-from storage import groups, memberships, users
+from storage import memberships, users
 
 ROLES = ("member", "admin")
 MAX_ADD = 500
@@ -170,13 +170,10 @@ async def update_membership(
 ) -> asyncpg.Record:
     """Group admin changes a member's role; demoting the last admin is refused (422)."""
     async with work(pool, None, viewer.community_id) as w:
-        await access_group(w.conn, viewer, group_id, admin=True)
-        await groups.lock(w.conn, viewer.community_id, group_id)
-        current = await memberships.by_id(w.conn, group_id, membership_id)
+        current = await lock_membership(w.conn, viewer, group_id, membership_id=membership_id)
         if current is None:
             raise NotFound("Membership not found")
-        if current["role"] == "admin" and role != "admin":
-            await keep_an_admin(w.conn, group_id, "group_membership[role]")
+        await keep_an_admin(w.conn, group_id, current, "group_membership[role]", role)
         await memberships.set_role(w.conn, group_id, membership_id, role)
         row = await memberships.member(
             w.conn, viewer.community_id, viewer.id, group_id, current["user_id"]
@@ -190,13 +187,10 @@ async def remove_member(
 ) -> None:
     """Group admin removes a member; removing the last admin is refused (422)."""
     async with work(pool, hub, viewer.community_id) as w:
-        await access_group(w.conn, viewer, group_id, admin=True)
-        await groups.lock(w.conn, viewer.community_id, group_id)
-        current = await memberships.by_user(w.conn, group_id, user_id)
+        current = await lock_membership(w.conn, viewer, group_id, user_id=user_id)
         if current is None:
             raise NotFound("Membership not found")
-        if current["role"] == "admin":
-            await keep_an_admin(w.conn, group_id, "user_id")
+        await keep_an_admin(w.conn, group_id, current, "user_id")
         await memberships.delete(w.conn, group_id, user_id)
         await membership_events(w, viewer, group_id, left=[user_id])
 

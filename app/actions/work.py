@@ -7,10 +7,11 @@
         w.after(lambda: delete_blobs(blobs, files))              # only once committed
 
 One transaction holds the change and everything it causes: notification rows, push jobs
-(visible to `commons worker` at commit) and the realtime events, appended LAST by
-`storage.events.append_events`, which locks the community's event counter until commit (so
-nothing may run after it). A crash loses all of it or none of it, never half (design.md "One
-request, end to end"; Zulip's do_send_messages does the same under one transaction.atomic).
+(visible to `commons worker` at commit) and the realtime events, stored last
+(`storage.events.stage_events`) and numbered by the COMMIT itself, which is the only moment the
+community's event counter is locked (migration 0019). A crash loses all of it or none of it,
+never half (design.md "One request, end to end"; Zulip's do_send_messages does the same under
+one transaction.atomic).
 
 After commit, in this order: the events are published to `hub` (None: they are only stored, and
 sockets catch up from PostgreSQL), then the `after` steps run (deleting blobs, forgetting cached
@@ -59,8 +60,8 @@ class Work:
         self._closed = False
 
     def emit(self, *events: NewEvent) -> None:
-        """Queue events: appended last in the transaction (in emit order), published after
-        commit."""
+        """Queue events: stored last in the transaction (in emit order), numbered at commit,
+        published after it."""
         self._check_open()
         self.events.extend(events)
 
@@ -87,17 +88,20 @@ async def work(
     """A unit of work in `community_id` (whose event sequence its events join)."""
     async with pool.acquire() as conn:
         w = Work(conn, community_id)
+        ids = event_store.EventIds(conn)
         try:
             async with conn.transaction():
                 yield w
                 w._closed = True
                 if w.rolled_back:
                     raise _RollBack
-                w.published = await event_store.append_events(conn, community_id, w.events)
+                await event_store.stage_events(conn, community_id, w.events, ids)
+            w.published = ids.numbered()
         except _RollBack:
             return
         finally:
             w._closed = True
+            ids.close()
     # Committed, and the connection is back in the pool.
     if hub is not None and w.published:
         try:

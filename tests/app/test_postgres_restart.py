@@ -22,7 +22,9 @@ from app.config import Settings
 from app.main import create_app
 from app.passwords import Passwords
 from app.resources import POOL
+from app.views.ops import PROBE_TIMEOUT
 from migrations import apply_migrations
+from tests.app.test_metrics import scrape
 from tests.servers import PostgresProcess, start_private_postgres, with_database
 from tests.support import Api, Member, World
 
@@ -130,3 +132,65 @@ async def test_postgres_gone_mid_request_is_503_not_500(
     async with asyncio.timeout(15):
         while (await ann.api.get("/api/groups")).status != 200:  # noqa: ASYNC110 - polling the API
             await asyncio.sleep(0.1)
+
+
+async def test_readyz_says_postgres_is_away_while_healthz_stays_up(
+    aiohttp_client: Any, settings: Settings, private_postgres: PostgresProcess,
+) -> None:
+    """A load balancer takes the process out of rotation (503 with the reason), and a liveness
+    probe does not get it restarted for an outage a restart cannot fix."""
+    private_postgres.start()
+    on_private = dataclasses.replace(
+        settings, database_url=with_database(private_postgres.admin_dsn, "postgres"),
+        redis_url=None,
+    )
+    client: TestClient = await aiohttp_client(create_app(on_private))
+    assert (await client.get("/readyz")).status == 200
+
+    await asyncio.to_thread(private_postgres.stop)
+    began = time.monotonic()
+    resp = await client.get("/readyz")
+    body = await resp.json()
+    assert resp.status == 503, body
+    assert time.monotonic() - began < 2 * PROBE_TIMEOUT  # refused at once, bounded if hung
+    assert int(resp.headers["Retry-After"]) > 0
+    assert body["status"] == "unavailable"
+    assert body["reason"].startswith("postgres: "), body
+    assert body["checks"]["postgres"] == body["reason"]
+    alive = await client.get("/healthz")
+    assert alive.status == 200
+    assert await alive.json() == {"status": "ok"}
+
+    await asyncio.to_thread(private_postgres.start)
+    async with asyncio.timeout(15):
+        while (await client.get("/readyz")).status != 200:  # noqa: ASYNC110 - polling the API
+            await asyncio.sleep(0.1)
+
+
+async def test_reconnects_after_a_restart_are_counted(
+    aiohttp_client: Any, settings: Settings, private_postgres: PostgresProcess,
+) -> None:
+    """commons_postgres_reconnects_total: pool connections opened to replace lost ones."""
+    private_postgres.start()
+    on_private = dataclasses.replace(
+        settings, database_url=with_database(private_postgres.admin_dsn, "postgres"),
+        redis_url=None,
+    )
+    app = create_app(on_private)
+    client: TestClient = await aiohttp_client(app)
+    world = World(app[POOL], Passwords(settings.argon2), client)
+    ann: Member = await world.community("Acme")
+    statuses = await asyncio.gather(*(ann.api.get("/api/groups") for _ in range(4)))
+    assert {s.status for s in statuses} == {200}
+    before = await scrape(client)
+    assert before("commons_postgres_connections_opened_total") >= 1
+
+    await asyncio.to_thread(private_postgres.stop)
+    await asyncio.to_thread(private_postgres.start)
+    async with asyncio.timeout(15):
+        while (await ann.api.get("/api/groups")).status != 200:  # noqa: ASYNC110 - polling the API
+            await asyncio.sleep(0.1)
+    after = await scrape(client)
+    reconnects = after.since(before, "commons_postgres_reconnects_total")
+    assert reconnects >= 1
+    assert after.since(before, "commons_postgres_connections_opened_total") >= reconnects

@@ -6,10 +6,7 @@ server), the hub's own drops in tests/realtime/test_metrics.py."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import dataclasses
-import os
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,7 +36,8 @@ from tests.app.views.conversations_support import start
 from tests.app.views.realtime_support import basic_headers, next_event, open_socket
 from tests.push.fake_fcm import Answer, FakeFcm
 from tests.push.test_worker import fcm, fcm_settings, mention, register  # noqa: F401
-from tests.support import Member, World
+from tests.realtime.test_websocket import never_reading_client
+from tests.support import World
 
 Labels = frozenset[tuple[str, str]]
 
@@ -142,27 +140,6 @@ async def test_websocket_connections_and_hub_deliveries(
     await until(client, lambda s: s.since(before, "commons_websocket_connections") == 0)
 
 
-async def _never_reading_socket(port: int, member: Member) -> socket.socket:
-    """A websocket of `member` that completes the handshake and then never reads, with a small
-    receive buffer (so that what piles up does so on the server's side)."""
-    loop = asyncio.get_running_loop()
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
-    sock.setblocking(False)
-    await loop.sock_connect(sock, ("127.0.0.1", port))
-    key = base64.b64encode(os.urandom(16)).decode()
-    head = "".join(f"{name}: {value}\r\n" for name, value in basic_headers(member).items())
-    await loop.sock_sendall(sock, (
-        f"GET /api/realtime HTTP/1.1\r\n{head}Upgrade: websocket\r\nConnection: Upgrade\r\n"
-        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-    ).encode())
-    answer = b""
-    while b"\r\n\r\n" not in answer:
-        answer += await loop.sock_recv(sock, 1)
-    assert answer.startswith(b"HTTP/1.1 101"), answer
-    return sock
-
-
 async def test_a_slow_reader_is_counted_with_what_it_dropped(
     aiohttp_client: Any, settings: Settings
 ) -> None:
@@ -174,7 +151,7 @@ async def test_a_slow_reader_is_counted_with_what_it_dropped(
     conversation = await start(ann, bob, text=None)
     assert client.port is not None
     before = await scrape(client)
-    sock = await _never_reading_socket(client.port, bob)
+    sock = await never_reading_client(client.port, "/api/realtime", basic_headers(bob))
     try:
         text = "x" * 20_000
         posted = 0

@@ -4,6 +4,7 @@ JSON bodies, and path segments that must be ids."""
 
 from __future__ import annotations
 
+from typing import Any
 from xml.etree import ElementTree
 
 from tests.app.views.feed_support import post
@@ -149,9 +150,11 @@ async def test_unwrapped_update_changes_the_message_and_unknown_fields_are_422(
     assert resp.status == 200, resp.text
     assert resp.json["message"]["body"] == "After"
     assert (await bob.api.get(url)).json["message"]["body"] == "After"
-    nothing = await bob.api.put(url, json={"bdoy": "typo"})
-    assert nothing.status == 422, nothing.text
-    assert nothing.json["code"] == "validation_failed"
+    for kwargs in ({"json": {"bdoy": "typo"}}, {"json": {"message": {"bdoy": "typo"}}},
+                   {"data": b"<message><bdoy>typo</bdoy></message>", "headers": XML}):
+        nothing = await bob.api.put(url, **kwargs)
+        assert nothing.status == 422, nothing.text
+        assert nothing.json["fields"] == {"message": ["names no known field"]}
     assert (await bob.api.get(url)).json["message"]["body"] == "After"
     group = await bob.api.post("/api/groups.json", json={"name": "Unwrapped group"})
     assert group.status == 201, group.text
@@ -283,3 +286,122 @@ async def test_every_parameterless_get_answers_well_formed_xml(world: World) -> 
             assert root.tag == next(iter(as_json.json)).replace("_", "-"), route.path
         checked += 1
     assert checked >= 20
+
+
+# --- every create and update: a request naming no known field is a 422 -----------------------
+
+
+async def _snapshot(world: World) -> dict[str, str]:
+    """A digest of every table's rows: equal snapshots mean nothing changed."""
+    tables = await world.pool.fetch(
+        "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename")
+    out: dict[str, str] = {}
+    async with world.pool.acquire() as conn:
+        for row in tables:
+            name = row["tablename"]
+            out[name] = await conn.fetchval(
+                f'SELECT md5(coalesce(string_agg(t::text, \'|\' ORDER BY t::text), \'\')) '
+                f'FROM "{name}" t')
+    return out
+
+
+async def test_every_write_that_names_no_known_field_is_a_422(world: World) -> None:
+    """Every route that declares a body root (each create and update), sent a body naming only
+    an unknown field (wrapped in the root, unwrapped, in XML) or nothing at all: a 422 and no
+    row changed anywhere. The same route sent a known field unwrapped does what it says."""
+    from app.routes import ROUTES
+
+    admin = await world.community()
+    bob, cy, dee = [await world.user(admin, n) for n in ("Bob", "Cy", "Dee")]
+    group = await world.group(admin, "Sweepers", members=(cy,), chat=True)
+    gid = group["id"]
+    memberships = (await admin.api.get(f"/api/groups/{gid}/memberships")).json
+    cy_membership = next(m["id"] for m in memberships["group_memberships"]
+                         if m["user_id"] == cy.id)
+    message = await post(admin, "Swept")
+    comment = await admin.api.post(f"/api/messages/{message['id']}/comments",
+                                   json={"comment": {"text": "A comment"}})
+    topic = await admin.api.post("/api/topics", json={"topic": {"name": "sweeping"}})
+    conversation = await admin.api.post("/api/conversations", json={
+        "conversation": {"members_emails": f"{bob.email} {cy.email}"},
+        "remark": {"text": "Hi"}})
+    system = await admin.api.post("/api/external_systems", json={
+        "external_system": {"name": "Intranet", "url": "https://intranet.example"}})
+    system_id = system.json["external_system"]["id"]
+    extension = await admin.api.post("/api/reach_extensions", json={
+        "reach_extension": {"name": "Sidebar", "external_system_id": system_id,
+                            "button_type": "verb"}})
+    made = (comment, topic, conversation, system, extension)
+    assert all(r.status == 201 for r in made), [r.text for r in made]
+    stream_id = await world.pool.fetchval(
+        "SELECT id FROM streams WHERE group_id = $1 AND kind = 'group'", gid)
+    ids = {
+        "user_id": bob.id, "group_id": gid, "membership_id": cy_membership,
+        "message_id": message["id"], "stream_id": stream_id, "id": 0,
+        "topic_id": topic.json["topic"]["id"],
+        "external_system_id": system_id,
+        "reach_extension_id": extension.json["reach_extension"]["id"],
+    }
+    comment_id = comment.json["comment"]["id"]
+    conversation_id = conversation.json["conversation"]["id"]
+    # (method, path) -> (the id of `:id`, an unwrapped body naming a known field, its status)
+    known: dict[tuple[str, str], tuple[int, dict[str, Any], int]] = {
+        ("POST", "/api/users"): (0, {"email": "new@sweep.example"}, 201),
+        ("PUT", "/api/users/:user_id"): (0, {"first_name": "Robert"}, 200),
+        ("POST", "/api/groups"): (0, {"name": "Fresh"}, 201),
+        ("PUT", "/api/groups/:group_id"): (0, {"description": "Tidy"}, 200),
+        ("POST", "/api/groups/:group_id/memberships"): (0, {"user_id": dee.id}, 201),
+        ("PUT", "/api/groups/:group_id/memberships/:membership_id"): (0, {"role": "admin"}, 200),
+        ("POST", "/api/messages"): (0, {"body": "Posted"}, 201),
+        ("PUT", "/api/messages/:message_id"): (0, {"body": "Edited"}, 200),
+        ("POST", "/api/streams/:stream_id/messages"): (0, {"body": "In the stream"}, 201),
+        ("POST", "/api/messages/:message_id/comments"): (0, {"text": "Reply"}, 201),
+        ("PUT", "/api/messages/:message_id/comments/:id"): (comment_id, {"text": "Fixed"}, 200),
+        ("POST", "/api/polls"): (0, {"question": "Lunch?", "poll_answers_attributes": [
+            {"answer": "Now"}, {"answer": "Later"}]}, 201),
+        ("POST", "/api/meetings"): (0, {"title": "Plan", "meeting_type": "video_call",
+                                        "starts_at": "2030-05-01T10:00:00+02:00"}, 201),
+        ("POST", "/api/thanks"): (0, {"body": "Great work", "recipients": [bob.id]}, 201),
+        ("POST", "/api/topics"): (0, {"name": "brooms"}, 201),
+        ("PUT", "/api/topics/:topic_id"): (0, {"description": "All about sweeping"}, 200),
+        ("POST", "/api/conversations"): (0, {"members_emails": dee.email}, 201),
+        ("PUT", "/api/conversations/:id"): (conversation_id, {"name": "Team"}, 200),
+        ("POST", "/api/conversations/:conversation_id/remarks"): (0, {"text": "Hello"}, 201),
+        ("POST", "/api/groups/:group_id/chat_messages"): (0, {"body": "Chat"}, 201),
+        ("POST", "/api/external_systems"): (0, {"name": "Wiki", "url": "https://wiki.example"},
+                                            201),
+        ("PUT", "/api/external_systems/:external_system_id"): (
+            0, {"name": "Portal", "url": "https://portal.example"}, 200),
+        ("POST", "/api/external_systems/:external_system_id/messages"): (
+            0, {"body": "From the intranet"}, 201),
+        ("POST", "/api/reach_extensions"): (0, {"name": "Footer", "button_type": "verb",
+                                                "external_system_id": system_id}, 201),
+        ("PUT", "/api/reach_extensions/:reach_extension_id"): (0, {"name": "Header"}, 200),
+        ("POST", "/api/groups/:group_id/webhooks"): (0, {"name": "CI"}, 201),
+    }
+    ids["conversation_id"] = conversation_id
+    rooted = [r for r in ROUTES if r.root is not None]
+    assert {(r.method, r.path) for r in rooted} == set(known)
+    for route in rooted:
+        assert route.root is not None
+        the_id, fields, status = known[(route.method, route.path)]
+        path = route.path
+        for name, value in {**ids, "id": the_id}.items():
+            path = path.replace(f":{name}", str(value))
+        xml_root = route.root.replace("_", "-")
+        before = await _snapshot(world)
+        for kwargs in (
+            {"json": {route.root: {"zz_unknown": "x"}}},
+            {"json": {"zz_unknown": "x"}},
+            {"json": {}},
+            {"data": {"zz_unknown": "x"}},
+            {"data": f"<{xml_root}><zz-unknown>x</zz-unknown></{xml_root}>".encode(),
+             "headers": XML},
+        ):
+            resp = await admin.api.request(route.method, path + ".json", **kwargs)
+            assert resp.status == 422, (route.method, route.path, kwargs, resp.text)
+            assert resp.json["code"] == "validation_failed"
+        assert await _snapshot(world) == before, (route.method, route.path)
+        resp = await admin.api.request(route.method, path + ".json", json=fields)
+        assert resp.status == status, (route.method, route.path, resp.text)
+        assert await _snapshot(world) != before, (route.method, route.path)

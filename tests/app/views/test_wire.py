@@ -7,7 +7,10 @@ from __future__ import annotations
 from typing import Any
 from xml.etree import ElementTree
 
+import aiohttp
+
 from tests.app.views.feed_support import post
+from tests.app.xml_support import fixture, forms_by_path
 from tests.support import PASSWORD, World
 
 XML = {"Content-Type": "application/xml"}
@@ -121,6 +124,75 @@ async def test_xml_errors_and_unsafe_xml(world: World) -> None:
     assert (await admin.api.post("/api/messages.json", data=xxe, headers=XML)).status == 400
     count = await world.pool.fetchval("SELECT count(*) FROM messages")
     assert count == 0
+
+
+def _nil_exactly_where_null(value: Any, el: ElementTree.Element, path: str = "") -> int:
+    """Our XML against the JSON it renders: null is `<x nil="true"></x>` and nothing else is
+    nil. Returns how many nulls it saw."""
+    here = f"{path}/{el.tag}"
+    if value is None:
+        assert el.attrib == {"nil": "true"} and not el.text and not list(el), here
+        return 1
+    assert el.get("nil") is None, here
+    items = list(value.values()) if isinstance(value, dict) else value
+    if not isinstance(items, list):
+        return 0
+    assert len(list(el)) == len(items), here
+    return sum(_nil_exactly_where_null(v, child, here) for v, child in zip(items, el, strict=True))
+
+
+def _compare_with_fixture(ours: ElementTree.Element,
+                          theirs: list[ElementTree.Element]) -> tuple[int, int]:
+    """Every element both documents have (by path) carries the same `type` where both hold a
+    value, and arrays name their items alike. Returns the paths compared, and of them those
+    both sides hold null at (written alike: _nil_exactly_where_null and the fixture test)."""
+    mine, original = forms_by_path([ours]), forms_by_path(theirs)
+    typed = nil = 0
+    for path in sorted(set(mine) & set(original)):
+        got, expected = mine[path] - {"nil"}, original[path] - {"nil"}
+        if got and expected:  # of an array path (`[]`), the names of its items
+            assert got == expected, (path, got, expected)
+            typed += 1
+        nil += "nil" in mine[path] and "nil" in original[path]
+    return typed, nil
+
+
+async def test_served_xml_matches_the_original_answers(world: World) -> None:
+    """GET /api/messages/:id.xml and /api/users/:id.xml as served, against the original's
+    answers (Socialcastr's fixtures): element names, `type` attributes and `nil="true"`."""
+    admin = await world.community()
+    bob = await world.user(admin, "Bob", title="Engineer")
+    field = await admin.api.post("/api/custom_fields", json={"name": "Department"})
+    profile = await admin.api.put(f"/api/users/{bob.id}", json={"user": {
+        "manager_id": admin.id, "contact_info": {"location": "Lisbon", "cell_phone": "+351 1"},
+        "custom_fields": {str(field.json["custom_field"]["id"]): "Sales"}}})
+    assert profile.status == 200, profile.text
+    group = await world.group(admin, "Readers", members=(bob,))
+    upload = aiohttp.FormData()
+    upload.add_field("attachment", b"minutes", filename="minutes.txt", content_type="text/plain")
+    attached = await bob.api.post("/api/attachments", data=upload)
+    assert attached.status == 201, attached.text
+    message = await post(bob, f"Hello #xml @{admin.username}", title="Trying out the API",
+                         group_id=group["id"], attachment_ids=[attached.json["attachment"]["id"]])
+    url = f"/api/messages/{message['id']}"
+    assert (await admin.api.post(f"{url}/likes")).status == 201
+    reply = await admin.api.post(f"{url}/comments", json={"comment": {"text": "Seen"}})
+    assert (await bob.api.post(f"{url}/comments/{reply.json['comment']['id']}/likes")
+            ).status == 201
+    for path, names, least in (
+        (url, ("socialcastr_message.xml", "socialcastr_messages.xml"), (120, 10)),
+        (f"/api/users/{bob.id}", ("socialcastr_user.xml",), (40, 1)),
+    ):
+        as_json = (await admin.api.get(path + ".json")).json
+        served = await admin.api.get(path + ".xml")
+        assert served.status == 200, served.text
+        ours = _xml(served.text)
+        assert _nil_exactly_where_null(next(iter(as_json.values())), ours) >= least[1]
+        documents = [fixture(name) for name in names]
+        theirs = [m for d in documents for m in (list(d) if d.get("type") == "array" else [d])]
+        assert ours.tag == theirs[0].tag
+        typed, nil = _compare_with_fixture(ours, theirs)
+        assert typed >= least[0] and nil >= least[1], (path, typed, nil)
 
 
 # --- unwrapped JSON bodies (ActiveResource 4+) -------------------------------------------------

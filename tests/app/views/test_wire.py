@@ -4,16 +4,26 @@ JSON bodies, and path segments that must be ids."""
 
 from __future__ import annotations
 
+import io
 from typing import Any
+from urllib.parse import quote_plus
 from xml.etree import ElementTree
 
 import aiohttp
+from PIL import Image
+from yarl import URL
 
 from tests.app.views.feed_support import post
 from tests.app.xml_support import fixture, forms_by_path
 from tests.support import PASSWORD, World
 
 XML = {"Content-Type": "application/xml"}
+
+
+def _png(color: tuple[int, int, int]) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (120, 120), color).save(out, format="PNG")
+    return out.getvalue()
 
 
 def _xml(text: str) -> ElementTree.Element:
@@ -193,6 +203,82 @@ async def test_served_xml_matches_the_original_answers(world: World) -> None:
         assert ours.tag == theirs[0].tag
         typed, nil = _compare_with_fixture(ours, theirs)
         assert typed >= least[0] and nil >= least[1], (path, typed, nil)
+
+
+async def test_socialcastr_posts_semicolon_separated_forms(world: World) -> None:
+    """Socialcastr (Net::HTTP `set_form_data(args, ';')`, Basic auth on every request, the
+    `.xml` suffix on every path): its login, a new message, and its edit."""
+    admin = await world.community("Acme")
+    bob = await world.user(admin, "Bob")
+    ruby = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "*/*",
+            "User-Agent": "Ruby"}
+    login = f"email={quote_plus(bob.email)};password={quote_plus(PASSWORD)}".encode()
+    resp = await bob.api.post("/api/authentication.xml", data=login, headers=ruby)
+    assert resp.status == 200, resp.text
+    (community,) = list(_xml(resp.text))
+    # Socialcastr keeps the community whose domain it was given, and reads its profile
+    assert community.find("domain").text == admin.community.domain  # type: ignore[union-attr]
+    assert _int(community, "profile/id") == bob.id
+    form = (b"message%5Bbody%5D=Hello+from+Ruby%3B+with+a+semicolon;"
+            b"message%5Btitle%5D=Greetings")
+    created = await bob.api.post("/api/messages.xml", data=form, headers=ruby)
+    assert created.status == 201, created.text
+    message = _xml(created.text)
+    message_id = _int(message, "id")
+    assert message.find("body").text == "Hello from Ruby; with a semicolon"  # type: ignore[union-attr]
+    assert message.find("title").text == "Greetings"  # type: ignore[union-attr]
+    edited = await bob.api.put(f"/api/messages/{message_id}.xml",
+                               data=b"message%5Bbody%5D=Edited;message%5Btitle%5D=Later",
+                               headers=ruby)
+    assert edited.status == 200, edited.text
+    stored = (await bob.api.get(f"/api/messages/{message_id}.json")).json["message"]
+    assert (stored["body"], stored["title"]) == ("Edited", "Later")
+
+
+async def test_command_line_client_sync_photos(world: World) -> None:
+    """`socialcast sync_photos` as the command-line client runs it: the community's default
+    photo id from userinfo, one quoted `OR` search for a batch of e-mail addresses, then a
+    multipart photo for each user whose avatar is still the system or community default."""
+    admin = await world.community()
+    ann = await world.user(admin, "Ann")
+    cy = await world.user(admin, "Cy")
+    own = aiohttp.FormData()
+    own.add_field("user[profile_photo][data]", _png((0, 90, 200)), filename="cy.png",
+                  content_type="image/png")
+    assert (await cy.api.put(f"/api/users/{cy.id}", data=own)).status == 200
+    cy_avatar = (await admin.api.get(f"/api/users/{cy.id}")).json["user"]["avatars"]
+    info = await admin.api.get("/api/userinfo.json", headers={"Accept": "*/*"})
+    assert info.status == 200, info.text
+    default_photo_id = info.json["user"]["community"]["default_profile_photo_id"]
+    photos = {ann.email: _png((200, 40, 40)), cy.email: _png((40, 200, 40)),
+              "nobody@elsewhere.example": _png((1, 2, 3))}
+    query = " OR ".join(f'"{email}"' for email in photos)
+    found = await admin.api.get("/api/users/search", params={"q": query, "per_page": "50"},
+                                headers={"Accept": "application/json"})
+    assert found.status == 200, found.text
+    users = {u["contact_info"]["email"]: u for u in found.json["users"]}
+    assert set(users) == {ann.email, cy.email}
+    uploaded = []
+    for email, user in users.items():
+        avatars = user["avatars"]
+        if not (avatars["is_system_default"] or avatars["id"] == default_photo_id):
+            continue  # the client leaves a photo the user chose
+        form = aiohttp.FormData()
+        form.add_field("user[profile_photo][data]", photos[email],
+                       filename="photo_upload20240101-1-abc.png", content_type="image/png")
+        resp = await admin.api.put(f"/api/users/{user['id']}", data=form,
+                                   headers={"Accept": "*/*"})
+        assert resp.status == 200, resp.text
+        uploaded.append(email)
+    assert uploaded == [ann.email]
+    after = (await admin.api.get(f"/api/users/{ann.id}")).json["user"]["avatars"]
+    assert after["is_system_default"] is False and isinstance(after["id"], int)
+    square = await admin.api.get(URL(after["square45"]).path)
+    assert square.status == 200
+    pixel = Image.open(io.BytesIO(square.raw)).convert("RGB").getpixel((22, 22))
+    assert isinstance(pixel, tuple)  # Ann's own photo, not Cy's nor a default
+    assert all(abs(got - want) <= 8 for got, want in zip(pixel, (200, 40, 40), strict=True))
+    assert (await admin.api.get(f"/api/users/{cy.id}")).json["user"]["avatars"] == cy_avatar
 
 
 # --- unwrapped JSON bodies (ActiveResource 4+) -------------------------------------------------

@@ -22,13 +22,16 @@ _FROM = "FROM conversation_activities a JOIN users u ON u.id = a.actor_id"
 
 # created_at is the insert time (not the transaction's start), so that activities written
 # one after another under the conversation's lock are also in time order.
-INSERT = """
-INSERT INTO conversation_activities AS a (community_id, conversation_id, actor_id, verb, text,
-    html, longitude, latitude, client_provided_guid, shared_message_id, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, clock_timestamp())
-ON CONFLICT (conversation_id, actor_id, client_provided_guid)
-    WHERE client_provided_guid IS NOT NULL DO NOTHING
-RETURNING a.id
+INSERT = f"""
+WITH a AS (
+    INSERT INTO conversation_activities AS a (community_id, conversation_id, actor_id, verb,
+        text, html, longitude, latitude, client_provided_guid, shared_message_id, created_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, clock_timestamp())
+    ON CONFLICT (conversation_id, actor_id, client_provided_guid)
+        WHERE client_provided_guid IS NOT NULL DO NOTHING
+    RETURNING a.*
+)
+SELECT {COLUMNS} FROM a JOIN users u ON u.id = a.actor_id
 """
 
 BY_ID = f"SELECT {COLUMNS} {_FROM} WHERE a.conversation_id = $1 AND a.id = $2"
@@ -59,13 +62,13 @@ async def insert(
     latitude: float | None = None,
     client_provided_guid: str | None = None,
     shared_message_id: int | None = None,
-) -> int | None:
-    """The new activity's id; None when the author already posted this guid here."""
-    value = await conn.fetchval(
+) -> asyncpg.Record | None:
+    """The new activity (as every read returns it, with its actor's columns), in one
+    statement; None when the author already posted this guid here."""
+    return await conn.fetchrow(
         INSERT, community_id, conversation_id, actor_id, verb, text, html, longitude, latitude,
         client_provided_guid, shared_message_id,
     )
-    return int(value) if value is not None else None
 
 
 async def by_id(conn: Conn, conversation_id: int, activity_id: int) -> asyncpg.Record | None:

@@ -88,7 +88,8 @@ async def create_pool(
     # while PostgreSQL is away, logging a traceback each second; the next acquire reconnects.
     pool = AvailablePool(
         dsn, init_size=1, min_size=0, max_size=size, init=init, command_timeout=60,
-        server_settings={"application_name": "commons"},
+        # notices on: the COMMIT reports realtime event ids in one (storage/events.py)
+        server_settings={"application_name": "commons", "client_min_messages": "notice"},
         reset=None if reset_sessions else _rollback_only,
         timeout=connect_timeout, acquire_timeout=acquire_timeout,
         outage=Outage("PostgreSQL"),

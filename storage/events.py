@@ -1,10 +1,19 @@
 """The durable realtime event log (table realtime_events, migration 0005).
 
-Ids are per community and are handed out by `append_events` from realtime_event_counters, whose
-row lock is held until the caller's transaction commits. So within a community ids are gap-free
-and in commit order: once id N is visible, every id below N is visible too. That is what lets a
-client resume from `since=N`, and lets a hub notice a message Redis dropped (a hole in the ids)
-and fetch it from here.
+Ids are per community and are handed out from realtime_event_counters, whose row lock is held
+until the writing transaction commits. So within a community ids are gap-free and in commit
+order: once id N is visible, every id below N is visible too. That is what lets a client resume
+from `since=N`, and lets a hub notice a message Redis dropped (a hole in the ids) and fetch it
+from here.
+
+Two ways to store events:
+- `stage_events` (what every action's unit of work does, app/actions/work.py): the events are
+  staged without touching the counter and numbered INSIDE the COMMIT by a deferred trigger
+  (migration 0019), which reports the first id in a NOTICE that `EventIds` collects. The
+  counter is locked only for the trigger and the commit record, never across a round trip to
+  the application (bench/event_counter.py measured what that round trip cost).
+- `append_events`: numbered at once, the counter locked from this statement to the commit; for
+  code that needs the ids inside its transaction (tests, tools).
 
 Values cross the driver as text (`::text`, `::json` casts), so these functions behave the same
 whatever json codecs the pool installs.
@@ -62,7 +71,13 @@ DELETE FROM realtime_events WHERE ctid = ANY(ARRAY(
 ))
 """
 
+STAGE_EVENTS = """
+INSERT INTO realtime_events_staged (community_id, channels, names, datas)
+VALUES ($1, $2::text[], $3::text[], $4::text[]) RETURNING id
+"""
+
 MAX_ID = 2**63 - 1
+NOTICE_PREFIX = "commons-realtime-events "
 
 
 async def append_events(
@@ -77,17 +92,73 @@ async def append_events(
     """
     if not events:
         return []
-    for event in events:
-        validate(event)
-    ids = await conn.fetch(
-        APPEND_EVENTS,
-        community_id,
-        [e.channel for e in events],
-        [e.name for e in events],
-        [orjson.dumps(e.data).decode() for e in events],
-    )
+    ids = await conn.fetch(APPEND_EVENTS, community_id, *_columns(events))
     first = min(row[0] for row in ids)
     return [Event(first + i, community_id, e.channel, e.name, e.data) for i, e in enumerate(events)]
+
+
+def _columns(events: Sequence[NewEvent]) -> tuple[list[str], list[str], list[str]]:
+    for event in events:
+        validate(event)
+    return ([e.channel for e in events], [e.name for e in events],
+            [orjson.dumps(e.data).decode() for e in events])
+
+
+async def stage_events(
+    conn: asyncpg.Connection, community_id: int, events: Sequence[NewEvent], ids: EventIds
+) -> None:
+    """Store `events` to be numbered when the caller's transaction commits; once it has,
+    `ids.numbered()` gives them with their ids. Call inside the transaction, last or not (it
+    locks nothing), with `ids` listening on `conn` since before the commit."""
+    if not events:
+        return
+    staged = await conn.fetchval(STAGE_EVENTS, community_id, *_columns(events))
+    ids.expect(int(staged), community_id, events)
+
+
+class EventIds:
+    """Collects the ids the COMMIT gives staged events (the trigger's NOTICE on `conn`).
+
+        ids = EventIds(conn)
+        try:
+            async with conn.transaction():
+                ...
+                await stage_events(conn, community_id, events, ids)
+            stored = ids.numbered()   # after commit
+        finally:
+            ids.close()
+    """
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self._conn = conn
+        self._staged: dict[int, tuple[int, Sequence[NewEvent]]] = {}
+        self._first: dict[int, int] = {}
+        conn.add_log_listener(self._notice)
+
+    def expect(self, staged: int, community_id: int, events: Sequence[NewEvent]) -> None:
+        self._staged[staged] = (community_id, events)
+
+    def _notice(self, conn: object, message: asyncpg.PostgresLogMessage) -> None:
+        text = str(getattr(message, "message", ""))
+        if text.startswith(NOTICE_PREFIX):
+            staged, _, first = text[len(NOTICE_PREFIX):].split()
+            self._first[int(staged)] = int(first)
+
+    def numbered(self) -> list[Event]:
+        """The staged events with their ids, in staging order. asyncpg hands the COMMIT's
+        NOTICE to the listener before it resumes the COMMIT's caller (both are scheduled in
+        arrival order), so after commit they are all known; a batch whose NOTICE did not arrive
+        (it never should) is left out: it is stored, and hubs read it from PostgreSQL."""
+        out: list[Event] = []
+        for staged, (community_id, events) in self._staged.items():
+            first = self._first.get(staged)
+            if first is not None:
+                out += [Event(first + i, community_id, e.channel, e.name, e.data)
+                        for i, e in enumerate(events)]
+        return out
+
+    def close(self) -> None:
+        self._conn.remove_log_listener(self._notice)
 
 
 async def events_since(

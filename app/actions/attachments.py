@@ -39,6 +39,7 @@ from typing import Any
 import asyncpg
 
 from app.access import access_user, require_self_or_admin
+from app.actions.work import work
 from app.context import Viewer
 from app.errors import Forbidden, Invalid, NotFound, TooLarge
 from app.images import (
@@ -53,7 +54,7 @@ from app.params import UploadedFile
 from app.render.attachments import display_filename, is_image
 from storage import attachments, users
 from storage.blobs import DEFAULT_CONTENT_TYPE, BlobStore, BlobTooLarge
-from storage.db import Conn, transaction
+from storage.db import Conn
 
 log = logging.getLogger("commons.attachments")
 
@@ -319,9 +320,9 @@ async def delete_blobs(blobs: BlobStore, rows: Sequence[Mapping[str, Any]]) -> N
 async def delete_attachment(
     pool: asyncpg.Pool, blobs: BlobStore, viewer: Viewer, attachment_id: int
 ) -> asyncpg.Record:
-    async with transaction(pool) as conn:
+    async with work(pool, None, viewer.community_id) as w:
         row = await attachments.by_id_for_viewer(
-            conn, viewer.community_id, attachment_id, viewer.id, viewer.is_external
+            w.conn, viewer.community_id, attachment_id, viewer.id, viewer.is_external
         )
         if row is None:
             raise NotFound("Attachment not found")
@@ -329,14 +330,14 @@ async def delete_attachment(
             if not row["readable"]:
                 raise NotFound("Attachment not found")
             raise Forbidden("Only the uploader or a community admin can delete an attachment")
-        deleted = await attachments.delete(conn, viewer.community_id, attachment_id)
+        deleted = await attachments.delete(w.conn, viewer.community_id, attachment_id)
         if deleted is None:
             raise NotFound("Attachment not found")
         if deleted["subject_type"] == "avatar":
-            owner = await users.by_id(conn, viewer.community_id, deleted["subject_id"])
+            owner = await users.by_id(w.conn, viewer.community_id, deleted["subject_id"])
             if owner is not None and owner["avatar_id"] == deleted["id"]:
-                await users.update(conn, viewer.community_id, owner["id"], {"avatar_id": None})
-    await delete_blobs(blobs, [deleted])
+                await users.update(w.conn, viewer.community_id, owner["id"], {"avatar_id": None})
+        w.after(lambda: delete_blobs(blobs, [deleted]))
     return deleted
 
 
@@ -392,25 +393,24 @@ async def store_avatar(
     except BlobTooLarge:
         raise too_large(max_bytes or upload.size) from None
     try:
-        async with transaction(pool) as conn:
-            user = await access_user(conn, viewer, user_id)
+        async with work(pool, None, viewer.community_id) as w:
+            user = await access_user(w.conn, viewer, user_id)
             row = await attachments.insert(
-                conn, viewer.community_id, user_id, filename=sanitize_filename(upload.filename),
+                w.conn, viewer.community_id, user_id, filename=sanitize_filename(upload.filename),
                 content_type=image.content_type, byte_size=size, storage_key=key,
                 width=image.width, height=image.height, subject_type="avatar",
                 subject_id=user_id,
             )
-            await users.update(conn, viewer.community_id, user_id, {"avatar_id": row["id"]})
-            old = None
+            await users.update(w.conn, viewer.community_id, user_id, {"avatar_id": row["id"]})
             if user["avatar_id"] is not None:
-                previous = await attachments.by_id(conn, viewer.community_id, user["avatar_id"])
+                previous = await attachments.by_id(w.conn, viewer.community_id, user["avatar_id"])
                 if previous is not None and previous["subject_type"] == "avatar" \
                         and previous["subject_id"] == user_id:
-                    old = await attachments.delete(conn, viewer.community_id, previous["id"])
+                    old = await attachments.delete(w.conn, viewer.community_id, previous["id"])
+                    if old is not None:
+                        w.after(lambda: delete_blobs(blobs, [old]))
     except BaseException:
         await delete_keys(blobs, [key])
         raise
-    if old is not None:
-        await delete_blobs(blobs, [old])
     avatar_id: int = row["id"]
     return avatar_id

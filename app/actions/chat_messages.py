@@ -18,16 +18,15 @@ import asyncpg
 
 from app.actions import attachments as attachment_actions
 from app.actions.remarks import body_html
+from app.actions.work import work
 from app.context import Viewer
 from app.errors import Forbidden, Invalid, NotFound
 from app.render.attachments import attachment as render_attachment
 from app.render.chat_messages import chat_message
-from realtime.events import Event, NewEvent
+from realtime.events import NewEvent
 from realtime.hub import Hub
 from storage import attachments as attachment_store
 from storage import chat_messages, users
-from storage import events as event_store
-from storage.db import transaction
 
 # attachments.subject_type of a chat message's attachments
 CHAT_SUBJECT = "chat_message"
@@ -95,23 +94,20 @@ async def post_chat_message(
     if len(text) > MAX_BODY:
         raise Invalid.field("chat_message[body]",
                             f"is too long (maximum is {MAX_BODY} characters)")
-    published: list[Event] = []
-    async with transaction(pool) as conn:
-        group = await access_chat(conn, viewer, group_id)
+    async with work(pool, hub, viewer.community_id) as w:
+        group = await access_chat(w.conn, viewer, group_id)
         if group["state"] != "active":
             raise Forbidden("This group is archived: its chat is read-only")
-        html = await body_html(conn, viewer, base, text)
-        row = await chat_messages.insert(conn, viewer.community_id, group["id"], viewer.id,
+        html = await body_html(w.conn, viewer, base, text)
+        row = await chat_messages.insert(w.conn, viewer.community_id, group["id"], viewer.id,
                                          text, html)
         if attachment_ids:
             await attachment_actions.claim_attachments(
-                conn, viewer, list(attachment_ids), CHAT_SUBJECT, row["id"]
+                w.conn, viewer, list(attachment_ids), CHAT_SUBJECT, row["id"]
             )
-        await chat_messages.mark_read(conn, viewer.community_id, group["id"], viewer.id)
-        rendered = (await render_chat_messages(conn, viewer, [row], base))[0]
-        event = NewEvent(group_channel(group["id"]), "chat_message.created", rendered)
-        published = await event_store.append_events(conn, viewer.community_id, [event])
-    await hub.publish(published)
+        await chat_messages.mark_read(w.conn, viewer.community_id, group["id"], viewer.id)
+        rendered = (await render_chat_messages(w.conn, viewer, [row], base))[0]
+        w.emit(NewEvent(group_channel(group["id"]), "chat_message.created", rendered))
     return rendered
 
 
@@ -134,6 +130,6 @@ async def list_chat_messages(
 
 
 async def mark_chat_read(pool: asyncpg.Pool, viewer: Viewer, group_id: int) -> None:
-    async with transaction(pool) as conn:
-        group = await access_chat(conn, viewer, group_id)
-        await chat_messages.mark_read(conn, viewer.community_id, group["id"], viewer.id)
+    async with work(pool, None, viewer.community_id) as w:
+        group = await access_chat(w.conn, viewer, group_id)
+        await chat_messages.mark_read(w.conn, viewer.community_id, group["id"], viewer.id)

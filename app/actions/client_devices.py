@@ -21,11 +21,12 @@ import re
 
 import asyncpg
 
+from app.actions.work import work
 from app.context import Viewer
 from app.errors import Invalid
 from storage import client_devices as store
 from storage.client_devices import DeviceFields
-from storage.db import Conn, transaction
+from storage.db import Conn
 
 MAX_DEVICES = 50
 PLATFORM_ALIASES = {"apns": "apns", "ios": "apns", "fcm": "fcm", "android": "fcm", "gcm": "fcm"}
@@ -48,16 +49,16 @@ async def list_devices(conn: Conn, viewer: Viewer) -> list[asyncpg.Record]:
 async def register_device(
     pool: asyncpg.Pool, viewer: Viewer, fields: DeviceFields
 ) -> asyncpg.Record:
-    async with transaction(pool) as conn:
+    async with work(pool, None, viewer.community_id) as w:
         others = await store.count_others_of_user(
-            conn, viewer.community_id, viewer.id, fields.registration_id,
+            w.conn, viewer.community_id, viewer.id, fields.registration_id,
             fields.notification_type,
         )
         if others >= MAX_DEVICES:
             raise Invalid.field(
                 "registration_id", f"is one device too many (maximum is {MAX_DEVICES})"
             )
-        return await store.upsert(conn, viewer.community_id, viewer.id, fields)
+        return await store.upsert(w.conn, viewer.community_id, viewer.id, fields)
 
 
 async def unregister_device(

@@ -15,11 +15,11 @@ from typing import Any
 import asyncpg
 
 from app.access import access_comment, access_message, may_comment, may_delete_comment
-from app.actions import feed_hooks
-from app.actions.after_commit import AfterCommit, Outbox
 from app.actions.attachments import claim_attachments, delete_blobs
 from app.actions.content_filters import check_text
 from app.actions.messages import attachments_of, process_body
+from app.actions.notifications import notify_new_comment
+from app.actions.work import work
 from app.context import Viewer
 from app.errors import Forbidden, Invalid, NotFound
 from app.render.comments import comment
@@ -32,7 +32,7 @@ from storage import messages as message_storage
 from storage import topics as topic_storage
 from storage import users as user_storage
 from storage.blobs import BlobStore
-from storage.db import Conn, transaction
+from storage.db import Conn
 
 MAX_TEXT = 50_000
 
@@ -144,8 +144,8 @@ async def create_comment(
     hub: Hub | None = None,
 ) -> int:
     text = _text(new.text, bool(new.attachment_ids))
-    after = AfterCommit(Outbox(pool, hub))
-    async with transaction(pool) as conn:
+    async with work(pool, hub, viewer.community_id) as w:
+        conn = w.conn
         message = await access_message(conn, viewer, message_id)
         if not may_comment(viewer, message):
             raise Forbidden("This group is archived: nothing can be posted in it")
@@ -164,16 +164,9 @@ async def create_comment(
         if new.attachment_ids:
             await claim_attachments(conn, viewer, new.attachment_ids, "comment", comment_id)
         await message_storage.touch(conn, viewer.community_id, message_id)
-        community_id, author_id = viewer.community_id, viewer.id
-        mentioned = body.mentioned_user_ids
-
-        async def created() -> None:
-            await feed_hooks.comment_created(
-                after.outbox, community_id, message_id, comment_id, author_id, mentioned
-            )
-
-        after.add(created)
-    await after.run()
+        w.emit(*await notify_new_comment(
+            conn, viewer.community_id, message_id, comment_id, viewer.id, body.mentioned_user_ids
+        ))
     return comment_id
 
 
@@ -181,7 +174,8 @@ async def update_comment(
     pool: asyncpg.Pool, viewer: Viewer, base: str, message_id: int, comment_id: int,
     text: str | None,
 ) -> None:
-    async with transaction(pool) as conn:
+    async with work(pool, None, viewer.community_id) as w:
+        conn = w.conn
         message, row = await access_comment(conn, viewer, message_id, comment_id)
         if row["user_id"] != viewer.id:
             raise Forbidden("Only the comment's author can edit it")
@@ -210,8 +204,8 @@ async def delete_comment(
     pool: asyncpg.Pool, viewer: Viewer, message_id: int, comment_id: int,
     blobs: BlobStore | None = None,
 ) -> None:
-    after = AfterCommit()
-    async with transaction(pool) as conn:
+    async with work(pool, None, viewer.community_id) as w:
+        conn = w.conn
         message, row = await access_comment(conn, viewer, message_id, comment_id)
         if not may_delete_comment(viewer, row, message):
             raise Forbidden(
@@ -224,9 +218,4 @@ async def delete_comment(
             raise NotFound("Comment not found")
         if blobs is not None and files:
             store = blobs
-
-            async def remove_files() -> None:
-                await delete_blobs(store, files)
-
-            after.add(remove_files)
-    await after.run()
+            w.after(lambda: delete_blobs(store, files))

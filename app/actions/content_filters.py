@@ -17,10 +17,11 @@ from collections.abc import Iterable
 import asyncpg
 
 from app.access import require_admin
+from app.actions.work import work
 from app.context import Viewer
 from app.errors import Conflict, Invalid, NotFound
 from storage import content_filters
-from storage.db import Conn, transaction
+from storage.db import Conn
 
 MAX_WORD = 100
 
@@ -71,9 +72,9 @@ async def create_filter(
     require_admin(viewer)
     value = normalize_word(word)
     try:
-        async with transaction(pool) as conn:
+        async with work(pool, None, viewer.community_id) as w:
             return await content_filters.insert(
-                conn, viewer.community_id, value, viewer.id or None
+                w.conn, viewer.community_id, value, viewer.id or None
             )
     except asyncpg.UniqueViolationError:
         raise Conflict("That word is already filtered",
@@ -82,6 +83,6 @@ async def create_filter(
 
 async def delete_filter(pool: asyncpg.Pool, viewer: Viewer, filter_id: int) -> None:
     require_admin(viewer)
-    async with transaction(pool) as conn:
-        if not await content_filters.delete(conn, viewer.community_id, filter_id):
+    async with work(pool, None, viewer.community_id) as w:
+        if not await content_filters.delete(w.conn, viewer.community_id, filter_id):
             raise NotFound("Content filter not found")

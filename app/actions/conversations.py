@@ -35,15 +35,14 @@ from app.actions.remarks import (
     render_activities,
     store_uploads,
 )
+from app.actions.work import work
 from app.context import Viewer
 from app.errors import Invalid
 from app.render.conversations import conversation, conversation_summary
 from app.render.users import conversation_member
-from realtime.events import Event, NewEvent, control_event
+from realtime.events import NewEvent, control_event
 from realtime.hub import Hub
 from storage import activities, conversations, users
-from storage import events as event_store
-from storage.db import transaction
 
 MAX_NAME = 255
 MAX_MEMBERS = 500
@@ -155,9 +154,8 @@ async def create_conversation(
         check_remark(remark)
         uploaded = await store_uploads(pool, uploads, viewer, remark.files)
         remark.attachment_ids = [*remark.attachment_ids, *uploaded]
-    events: list[NewEvent] = []
-    async with transaction(pool) as conn:
-        found = await resolve_members(conn, viewer, emails, "conversation[members_emails]")
+    async with work(pool, hub, viewer.community_id) as w:
+        found = await resolve_members(w.conn, viewer, emails, "conversation[members_emails]")
         member_ids = sorted({viewer.id, *(r["id"] for r in found)})
         if len(member_ids) < 2:
             raise Invalid.field("conversation[members_emails]",
@@ -165,37 +163,33 @@ async def create_conversation(
         private = len(member_ids) == 2
         key = conversations.member_set_key(private, member_ids)
         # two requests for one new member set must not both create it
-        await conversations.lock_member_set(conn, key)
-        existing = await conversations.by_member_set_key(conn, viewer.community_id, key)
+        await conversations.lock_member_set(w.conn, key)
+        existing = await conversations.by_member_set_key(w.conn, viewer.community_id, key)
         created = None
         if existing is None:
             created = await conversations.insert(
-                conn, viewer.community_id, name=name, private=private, key=key,
+                w.conn, viewer.community_id, name=name, private=private, key=key,
                 creator_id=viewer.id,
             )
         if created is not None:
             conversation_id = int(created["id"])
-            await conversations.add_members(conn, viewer.community_id, conversation_id,
+            await conversations.add_members(w.conn, viewer.community_id, conversation_id,
                                             member_ids)
             # subscribe the members first, so that their sockets get what follows
-            events.extend(
+            w.emit(*(
                 control_event(uid, subscribe=[conversation_channel(conversation_id)])
                 for uid in member_ids
-            )
-            events.append(
-                await _summary_event(conn, viewer, conversation_id, "conversation.updated", base)
+            ))
+            w.emit(
+                await _summary_event(w.conn, viewer, conversation_id, "conversation.updated", base)
             )
         else:
             assert existing is not None
             conversation_id = int(existing["id"])
             # starting it again brings a conversation the viewer had hidden back
-            await conversations.set_hidden(conn, conversation_id, viewer.id, False)
+            await conversations.set_hidden(w.conn, conversation_id, viewer.id, False)
         if remark is not None:
-            row = await access_conversation(conn, viewer, conversation_id, lock=True)
-            _, remark_events, _ = await post_in_transaction(conn, viewer, row, remark, base)
-            events.extend(remark_events)
-        published = await event_store.append_events(conn, viewer.community_id, events)
-    await hub.publish(published)
+            await post_in_transaction(w, viewer, conversation_id, remark, base)
     return conversation_id
 
 
@@ -208,22 +202,17 @@ async def rename_conversation(
         await access_conversation(pool, viewer, conversation_id)
         return
     new_name = _clean_name(name)
-    published: list[Event] = []
-    async with transaction(pool) as conn:
-        row = await access_conversation(conn, viewer, conversation_id, lock=True)
+    async with work(pool, hub, viewer.community_id) as w:
+        row = await access_conversation(w.conn, viewer, conversation_id, lock=True)
         if row["name"] == new_name:
             return
-        await conversations.rename(conn, conversation_id, new_name)
-        activity_id = await activities.insert(
-            conn, viewer.community_id, conversation_id, viewer.id, "update", text=new_name
+        await conversations.rename(w.conn, conversation_id, new_name)
+        stored = await activities.insert(
+            w.conn, viewer.community_id, conversation_id, viewer.id, "update", text=new_name
         )
-        assert activity_id is not None
-        stored = await activities.by_id(conn, conversation_id, activity_id)
         assert stored is not None
-        await conversations.record_activity(conn, conversation_id, stored)
-        event = await _summary_event(conn, viewer, conversation_id, "conversation.updated", base)
-        published = await event_store.append_events(conn, viewer.community_id, [event])
-    await hub.publish(published)
+        await conversations.record_activity(w.conn, conversation_id, stored)
+        w.emit(await _summary_event(w.conn, viewer, conversation_id, "conversation.updated", base))
 
 
 async def add_members(
@@ -232,45 +221,39 @@ async def add_members(
 ) -> list[dict[str, Any]]:
     """POST /api/conversations/:id/members: every current member afterwards (compact)."""
     emails = split_emails(members_emails)
-    published: list[Event] = []
-    async with transaction(pool) as conn:
-        row = await access_conversation(conn, viewer, conversation_id, lock=True)
-        found = await resolve_members(conn, viewer, emails, "members_emails")
-        current = set(await conversations.member_ids(conn, conversation_id))
+    async with work(pool, hub, viewer.community_id) as w:
+        row = await access_conversation(w.conn, viewer, conversation_id, lock=True)
+        found = await resolve_members(w.conn, viewer, emails, "members_emails")
+        current = set(await conversations.member_ids(w.conn, conversation_id))
         if row["private"] and {r["id"] for r in found} - current:
             # it becomes shared: what the two said so far stays theirs
-            await conversations.close_private_history(conn, conversation_id)
+            await conversations.close_private_history(w.conn, conversation_id)
         added = await conversations.add_members(
-            conn, viewer.community_id, conversation_id, [r["id"] for r in found]
+            w.conn, viewer.community_id, conversation_id, [r["id"] for r in found]
         )
-        events: list[NewEvent] = []
         if added:
             by_id = {r["id"]: r for r in found}
             for uid in added:
-                activity_id = await activities.insert(
-                    conn, viewer.community_id, conversation_id, uid, "join"
+                stored = await activities.insert(
+                    w.conn, viewer.community_id, conversation_id, uid, "join"
                 )
-                assert activity_id is not None
-                stored = await activities.by_id(conn, conversation_id, activity_id)
                 assert stored is not None
-                await conversations.record_activity(conn, conversation_id, stored)
-            await _rekey(conn, conversation_id)
+                await conversations.record_activity(w.conn, conversation_id, stored)
+            await _rekey(w.conn, conversation_id)
             # subscribe first, so that the new members also receive what follows
-            events.extend(
+            w.emit(*(
                 control_event(uid, subscribe=[conversation_channel(conversation_id)])
                 for uid in added
-            )
-            events.append(NewEvent(
+            ))
+            w.emit(NewEvent(
                 conversation_channel(conversation_id), "conversation.member_added",
                 {"conversation_id": conversation_id,
                  "users": [conversation_member(by_id[uid], base) for uid in added]},
             ))
             if row["private"]:  # now shared
-                events.append(await _summary_event(
-                    conn, viewer, conversation_id, "conversation.updated", base))
-        members = (await conversations.members_of(conn, [conversation_id]))[conversation_id]
-        published = await event_store.append_events(conn, viewer.community_id, events)
-    await hub.publish(published)
+                w.emit(await _summary_event(
+                    w.conn, viewer, conversation_id, "conversation.updated", base))
+        members = (await conversations.members_of(w.conn, [conversation_id]))[conversation_id]
     return [conversation_member(m, base) for m in members]
 
 
@@ -278,63 +261,55 @@ async def leave_conversation(
     pool: asyncpg.Pool, hub: Hub, viewer: Viewer, conversation_id: int, base: str
 ) -> None:
     """DELETE /api/conversations/:id/members/me."""
-    published: list[Event] = []
-    async with transaction(pool) as conn:
-        row = await access_conversation(conn, viewer, conversation_id, lock=True)
+    async with work(pool, hub, viewer.community_id) as w:
+        row = await access_conversation(w.conn, viewer, conversation_id, lock=True)
         if row["private"]:
             raise Invalid(
                 "You can't leave a one-to-one conversation: hide it instead",
                 fields={"conversation": ["is a one-to-one conversation"]},
             )
-        me = await users.by_id(conn, viewer.community_id, viewer.id)
+        me = await users.by_id(w.conn, viewer.community_id, viewer.id)
         assert me is not None
-        activity_id = await activities.insert(
-            conn, viewer.community_id, conversation_id, viewer.id, "leave"
+        stored = await activities.insert(
+            w.conn, viewer.community_id, conversation_id, viewer.id, "leave"
         )
-        assert activity_id is not None
-        stored = await activities.by_id(conn, conversation_id, activity_id)
         assert stored is not None
-        await conversations.record_activity(conn, conversation_id, stored)
-        await conversations.remove_member(conn, conversation_id, viewer.id)
-        await _rekey(conn, conversation_id)
-        events = [
-            NewEvent(conversation_channel(conversation_id), "conversation.member_removed",
-                     {"conversation_id": conversation_id,
-                      "users": [conversation_member(me, base)]}),
-        ]
-        after = await conversations.by_id(conn, viewer.community_id, conversation_id)
+        await conversations.record_activity(w.conn, conversation_id, stored)
+        await conversations.remove_member(w.conn, conversation_id, viewer.id)
+        await _rekey(w.conn, conversation_id)
+        w.emit(NewEvent(conversation_channel(conversation_id), "conversation.member_removed",
+                        {"conversation_id": conversation_id,
+                         "users": [conversation_member(me, base)]}))
+        after = await conversations.by_id(w.conn, viewer.community_id, conversation_id)
         if after is not None and after["private"]:  # down to two: now one-to-one
-            events.append(await _summary_event(
-                conn, viewer, conversation_id, "conversation.updated", base))
+            w.emit(await _summary_event(
+                w.conn, viewer, conversation_id, "conversation.updated", base))
         # unsubscribe last, so that the leaver still sees their own removal
-        events.append(
-            control_event(viewer.id, unsubscribe=[conversation_channel(conversation_id)]))
-        published = await event_store.append_events(conn, viewer.community_id, events)
-    await hub.publish(published)
+        w.emit(control_event(viewer.id, unsubscribe=[conversation_channel(conversation_id)]))
 
 
 async def acknowledge(pool: asyncpg.Pool, viewer: Viewer, conversation_id: int) -> None:
-    async with transaction(pool) as conn:
-        await access_conversation(conn, viewer, conversation_id)
-        if await conversations.acknowledge(conn, conversation_id, viewer.id):
-            await badge_changed(conn, viewer.community_id, viewer.id)
+    async with work(pool, None, viewer.community_id) as w:
+        await access_conversation(w.conn, viewer, conversation_id)
+        if await conversations.acknowledge(w.conn, conversation_id, viewer.id):
+            await badge_changed(w.conn, viewer.community_id, viewer.id)
 
 
 async def acknowledge_all(pool: asyncpg.Pool, viewer: Viewer) -> None:
-    async with transaction(pool) as conn:
-        if await conversations.acknowledge_all(conn, viewer.community_id, viewer.id):
-            await badge_changed(conn, viewer.community_id, viewer.id)
+    async with work(pool, None, viewer.community_id) as w:
+        if await conversations.acknowledge_all(w.conn, viewer.community_id, viewer.id):
+            await badge_changed(w.conn, viewer.community_id, viewer.id)
 
 
 async def set_hidden(
     pool: asyncpg.Pool, viewer: Viewer, conversation_id: int, hidden: bool
 ) -> None:
     """PUT .../hide and .../unhide: one-to-one conversations only."""
-    async with transaction(pool) as conn:
-        row = await access_conversation(conn, viewer, conversation_id)
+    async with work(pool, None, viewer.community_id) as w:
+        row = await access_conversation(w.conn, viewer, conversation_id)
         if not row["private"]:
             raise Invalid(
                 "Only a one-to-one conversation can be hidden or unhidden",
                 fields={"conversation": ["is a shared conversation"]},
             )
-        await conversations.set_hidden(conn, conversation_id, viewer.id, hidden)
+        await conversations.set_hidden(w.conn, conversation_id, viewer.id, hidden)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncpg
 
 from app.access import require_admin
+from app.actions.work import work
 from app.context import Viewer
 from app.errors import Conflict, Invalid, NotFound
 from storage import custom_fields
-from storage.db import transaction
 
 
 def _conflict() -> Conflict:
@@ -22,8 +22,8 @@ async def create_field(
     if not name or not name.strip():
         raise Invalid.field("name", "can't be blank")
     try:
-        async with transaction(pool) as conn:
-            return await custom_fields.insert(conn, viewer.community_id, name.strip(), order)
+        async with work(pool, None, viewer.community_id) as w:
+            return await custom_fields.insert(w.conn, viewer.community_id, name.strip(), order)
     except asyncpg.UniqueViolationError:
         raise _conflict() from None
 
@@ -35,9 +35,9 @@ async def update_field(
     if name is not None and not name.strip():
         raise Invalid.field("name", "can't be blank")
     try:
-        async with transaction(pool) as conn:
+        async with work(pool, None, viewer.community_id) as w:
             row = await custom_fields.update(
-                conn, viewer.community_id, field_id, name.strip() if name else None, order
+                w.conn, viewer.community_id, field_id, name.strip() if name else None, order
             )
     except asyncpg.UniqueViolationError:
         raise _conflict() from None
@@ -48,6 +48,6 @@ async def update_field(
 
 async def delete_field(pool: asyncpg.Pool, viewer: Viewer, field_id: int) -> None:
     require_admin(viewer)
-    async with transaction(pool) as conn:
-        if not await custom_fields.delete(conn, viewer.community_id, field_id):
+    async with work(pool, None, viewer.community_id) as w:
+        if not await custom_fields.delete(w.conn, viewer.community_id, field_id):
             raise NotFound("Custom field not found")

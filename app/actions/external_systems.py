@@ -40,10 +40,10 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from app.access import require_admin
-from app.actions.after_commit import AfterCommit, Outbox
 from app.actions.attachments import claim_attachments, delete_blobs, store_file
 from app.actions.content_filters import check_text
 from app.actions.messages import NewMessage, insert_message
+from app.actions.work import work
 from app.context import Viewer
 from app.errors import Forbidden, Invalid, NotFound, RateLimited, Unauthorized
 from app.images import SNIFF_BYTES, sniff
@@ -53,7 +53,7 @@ from realtime.hub import Hub
 from storage import attachments as attachment_storage
 from storage import external_systems as storage
 from storage.blobs import BlobStore
-from storage.db import connection, transaction
+from storage.db import connection
 
 TYPES = ("html", "sharepoint", "google_gadget")
 SHAREPOINT_VERSIONS = ("2007", "2010")
@@ -218,9 +218,9 @@ async def create_system(
     photo = await _store_photo(pool, blobs, viewer, upload, max_bytes) if upload else None
     secret = new_secret()
     try:
-        async with transaction(pool) as conn:
+        async with work(pool, None, viewer.community_id) as w:
             row = await storage.insert(
-                conn, viewer.community_id, name=values["name"],
+                w.conn, viewer.community_id, name=values["name"],
                 description=values["description"], system_url=values["system_url"],
                 external_system_type=values["external_system_type"],
                 sharepoint_version=values["sharepoint_version"],
@@ -230,8 +230,8 @@ async def create_system(
                 created_by=viewer.id,
             )
             if photo is not None:
-                await claim_attachments(conn, viewer, [photo["id"]], "avatar", row["id"])
-                updated = await storage.update(conn, viewer.community_id, row["id"],
+                await claim_attachments(w.conn, viewer, [photo["id"]], "avatar", row["id"])
+                updated = await storage.update(w.conn, viewer.community_id, row["id"],
                                                {"avatar_id": photo["id"]})
                 assert updated is not None
                 row = updated
@@ -255,32 +255,31 @@ async def update_system(
     current = await access_system(pool, viewer, system_id)
     changes = _changes(fields, current)
     photo = await _store_photo(pool, blobs, viewer, upload, max_bytes) if upload else None
-    old = None
     try:
-        async with transaction(pool) as conn:
-            current = await storage.by_id(conn, viewer.community_id, system_id, lock=True)
+        async with work(pool, None, viewer.community_id) as w:
+            current = await storage.by_id(w.conn, viewer.community_id, system_id, lock=True)
             if current is None:
                 raise NotFound("External system not found")
             if fields.activate and current["state"] == "inactive":
                 changes["state"] = "active"
             if photo is not None:
-                await claim_attachments(conn, viewer, [photo["id"]], "avatar", system_id)
+                await claim_attachments(w.conn, viewer, [photo["id"]], "avatar", system_id)
                 changes["avatar_id"] = photo["id"]
             elif changes.get("profile_photo_url"):
                 changes["avatar_id"] = None  # a new address replaces the uploaded photo
             previous = current["avatar_id"]
             if "avatar_id" in changes and previous is not None \
                     and previous != changes["avatar_id"]:
-                old = await _take_photo(conn, viewer.community_id, system_id, previous)
-            row = await storage.update(conn, viewer.community_id, system_id, changes)
+                old = await _take_photo(w.conn, viewer.community_id, system_id, previous)
+                if old is not None:
+                    w.after(lambda: delete_blobs(blobs, [old]))
+            row = await storage.update(w.conn, viewer.community_id, system_id, changes)
             if row is None:
                 raise NotFound("External system not found")
     except BaseException:
         if photo is not None:
             await _discard(pool, blobs, viewer.community_id, photo)
         raise
-    if old is not None:
-        await delete_blobs(blobs, [old])
     return row
 
 
@@ -299,8 +298,8 @@ async def deactivate_system(
     pool: asyncpg.Pool, viewer: Viewer, system_id: int
 ) -> asyncpg.Record:
     require_admin(viewer)
-    async with transaction(pool) as conn:
-        row = await storage.update(conn, viewer.community_id, system_id, {"state": "inactive"})
+    async with work(pool, None, viewer.community_id) as w:
+        row = await storage.update(w.conn, viewer.community_id, system_id, {"state": "inactive"})
     if row is None:
         raise NotFound("External system not found")
     return row
@@ -366,16 +365,13 @@ async def post_message(
     """A message by the calling admin on behalf of an active system; its id (notifications
     are published with `hub` after commit)."""
     require_admin(viewer)
-    after = AfterCommit(Outbox(pool, hub))
-    async with transaction(pool) as conn:
-        system = await storage.by_id(conn, viewer.community_id, system_id)
+    async with work(pool, hub, viewer.community_id) as w:
+        system = await storage.by_id(w.conn, viewer.community_id, system_id)
         if system is None:
             raise NotFound("External system not found")
         if system["state"] != "active":
             raise Forbidden("This external system is inactive")
-        await check_text(conn, viewer.community_id, new.body, field="message[body]")
-        message_id = await insert_message(
-            conn, viewer, base, replace(new, external_system_id=system_id, source=SOURCE), after
+        await check_text(w.conn, viewer.community_id, new.body, field="message[body]")
+        return await insert_message(
+            w, viewer, base, replace(new, external_system_id=system_id, source=SOURCE)
         )
-    await after.run()
-    return message_id

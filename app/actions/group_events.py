@@ -1,19 +1,16 @@
-"""What a change of group membership tells others, appended in the changing transaction and
-published after commit: the members' live sockets (un)subscribe the group's chat channel, and
-people added by someone else get a `groups` notification.
+"""What a change of group membership tells others, emitted into the changing unit of work: the
+members' live sockets (un)subscribe the group's chat channel, and people added by someone else
+get a `groups` notification (with its push jobs).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import asyncpg
-
 from app.actions.notifications import notify_group_membership
+from app.actions.work import Work
 from app.context import Viewer
-from realtime.events import Event, NewEvent, control_event
-from realtime.hub import Hub
-from storage import events as event_store
+from realtime.events import NewEvent, control_event
 
 
 def group_channel(group_id: int) -> str:
@@ -21,7 +18,7 @@ def group_channel(group_id: int) -> str:
 
 
 async def membership_events(
-    conn: asyncpg.Connection,
+    w: Work,
     viewer: Viewer,
     group_id: int,
     *,
@@ -29,22 +26,13 @@ async def membership_events(
     left: Sequence[int] = (),
     notify: Sequence[int] = (),
     approved: bool = False,
-) -> list[Event]:
-    """Append the events of a membership change; call it as the transaction's last step."""
+) -> None:
+    """Emit the events of a membership change (and write its notifications)."""
     channel = group_channel(group_id)
     events: list[NewEvent] = [control_event(uid, subscribe=[channel]) for uid in joined]
     events += [control_event(uid, unsubscribe=[channel]) for uid in left]
     others = [uid for uid in notify if uid != viewer.id]
     if others:
-        events += await notify_group_membership(conn, viewer, group_id, others,
+        events += await notify_group_membership(w.conn, viewer, group_id, others,
                                                 approved=approved)
-    if not events:
-        return []
-    return await event_store.append_events(conn, viewer.community_id, events)
-
-
-async def publish(hub: Hub | None, events: Sequence[Event]) -> None:
-    """After commit. Without a hub the events are only stored: sockets catch up from
-    PostgreSQL."""
-    if hub is not None and events:
-        await hub.publish(events)
+    w.emit(*events)

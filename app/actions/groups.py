@@ -13,12 +13,12 @@ from dataclasses import dataclass
 import asyncpg
 
 from app.access import access_group
-from app.actions.group_events import membership_events, publish
+from app.actions.group_events import membership_events
+from app.actions.work import work
 from app.context import Viewer
 from app.errors import Conflict, Forbidden, Invalid
 from realtime.hub import Hub
 from storage import groups, memberships
-from storage.db import transaction
 
 PERMISSIONS = ("public", "private", "external_contributor")
 GROUPNAME_MAX = 60
@@ -81,14 +81,14 @@ async def create_group(
         raise Invalid.field("group[name]", "can't be blank")
     name = _checked_name(fields.name)
     try:
-        async with transaction(pool) as conn:
-            if await groups.name_taken(conn, viewer.community_id, name):
+        async with work(pool, hub, viewer.community_id) as w:
+            if await groups.name_taken(w.conn, viewer.community_id, name):
                 raise _name_conflict()
             groupname = await groups.free_groupname(
-                conn, viewer.community_id, groupname_for(name)
+                w.conn, viewer.community_id, groupname_for(name)
             )
             group_id = await groups.insert(
-                conn, viewer.community_id, name=name, groupname=groupname,
+                w.conn, viewer.community_id, name=name, groupname=groupname,
                 description=fields.description or None,
                 permission=fields.permission or "public",
                 allow_access_request=bool(fields.allow_access_request),
@@ -96,14 +96,11 @@ async def create_group(
                 creator_id=viewer.id or None,
             )
             if viewer.id:
-                await memberships.insert(conn, viewer.community_id, group_id, viewer.id, "admin")
-            row = await _reload(conn, viewer, group_id)
-            events = await membership_events(
-                conn, viewer, group_id, joined=[viewer.id] if viewer.id else []
-            )
+                await memberships.insert(w.conn, viewer.community_id, group_id, viewer.id, "admin")
+            row = await _reload(w.conn, viewer, group_id)
+            await membership_events(w, viewer, group_id, joined=[viewer.id] if viewer.id else [])
     except asyncpg.UniqueViolationError:
         raise _name_conflict() from None
-    await publish(hub, events)
     return row
 
 
@@ -123,29 +120,29 @@ async def update_group(
     if fields.chat_enabled is not None:
         changes["chat_enabled"] = fields.chat_enabled
     try:
-        async with transaction(pool) as conn:
-            group = await access_group(conn, viewer, group_id, admin=True)
+        async with work(pool, None, viewer.community_id) as w:
+            group = await access_group(w.conn, viewer, group_id, admin=True)
             name = changes.get("name")
             if isinstance(name, str) and name != group["name"]:
-                if await groups.name_taken(conn, viewer.community_id, name, group_id):
+                if await groups.name_taken(w.conn, viewer.community_id, name, group_id):
                     raise _name_conflict()
-                await groups.rename_streams(conn, viewer.community_id, group_id, name)
+                await groups.rename_streams(w.conn, viewer.community_id, group_id, name)
             if (
                 changes.get("permission", "external_contributor") != "external_contributor"
                 and group["permission"] == "external_contributor"
-                and await memberships.has_external_members(conn, group_id)
+                and await memberships.has_external_members(w.conn, group_id)
             ):
                 raise Invalid.field(
                     "group[permission_mode]", "must stay external_contributor while external "
                     "contributors are members",
                 )
-            await groups.update(conn, viewer.community_id, group_id, changes)
+            await groups.update(w.conn, viewer.community_id, group_id, changes)
             if changes.get("chat_enabled"):
                 await groups.ensure_stream(
-                    conn, viewer.community_id, group_id, "group_chat",
+                    w.conn, viewer.community_id, group_id, "group_chat",
                     str(changes.get("name", group["name"])),
                 )
-            return await _reload(conn, viewer, group_id)
+            return await _reload(w.conn, viewer, group_id)
     except asyncpg.UniqueViolationError:
         raise _name_conflict() from None
 
@@ -154,44 +151,63 @@ async def delete_group(
     pool: asyncpg.Pool, viewer: Viewer, group_id: int, hub: Hub | None = None
 ) -> None:
     """Group admin or community admin; memberships, requests, streams and pins go with it."""
-    async with transaction(pool) as conn:
-        await access_group(conn, viewer, group_id, admin=True)
-        members = await memberships.user_ids(conn, group_id)
-        await groups.delete(conn, viewer.community_id, group_id)
-        events = await membership_events(conn, viewer, group_id, left=members)
-    await publish(hub, events)
+    async with work(pool, hub, viewer.community_id) as w:
+        await access_group(w.conn, viewer, group_id, admin=True)
+        members = await memberships.user_ids(w.conn, group_id)
+        await groups.delete(w.conn, viewer.community_id, group_id)
+        await membership_events(w, viewer, group_id, left=members)
 
 
 async def archive_group(pool: asyncpg.Pool, viewer: Viewer, group_id: int) -> asyncpg.Record:
     """Group admin: state `archived` (readable; joining and posting are refused)."""
-    async with transaction(pool) as conn:
-        await access_group(conn, viewer, group_id, admin=True)
-        await groups.archive(conn, viewer.community_id, group_id)
-        return await _reload(conn, viewer, group_id)
+    async with work(pool, None, viewer.community_id) as w:
+        await access_group(w.conn, viewer, group_id, admin=True)
+        await groups.archive(w.conn, viewer.community_id, group_id)
+        return await _reload(w.conn, viewer, group_id)
 
 
 async def join_group(
     pool: asyncpg.Pool, viewer: Viewer, group_id: int, hub: Hub | None = None
 ) -> asyncpg.Record:
     """Join a public, active group; joining one you belong to changes nothing."""
-    async with transaction(pool) as conn:
-        group = await access_group(conn, viewer, group_id)
+    async with work(pool, hub, viewer.community_id) as w:
+        group = await access_group(w.conn, viewer, group_id)
         if group["viewer_role"] is not None:
             return group
         if group["state"] != "active":
             raise _archived()
         if group["permission"] != "public" or viewer.is_external:
             raise Forbidden("This group is private: ask to join it with a membership request")
-        await memberships.insert(conn, viewer.community_id, group_id, viewer.id, "member")
-        await memberships.delete_requests_of(conn, group_id, [viewer.id])
-        row = await _reload(conn, viewer, group_id)
-        events = await membership_events(conn, viewer, group_id, joined=[viewer.id])
-    await publish(hub, events)
+        await memberships.insert(w.conn, viewer.community_id, group_id, viewer.id, "member")
+        await memberships.delete_requests_of(w.conn, group_id, [viewer.id])
+        row = await _reload(w.conn, viewer, group_id)
+        await membership_events(w, viewer, group_id, joined=[viewer.id])
     return row
 
 
-async def keep_an_admin(conn: asyncpg.Connection, group_id: int, field: str) -> None:
-    """Refuse to take away the last admin of a group (call with the group locked)."""
+async def lock_membership(
+    conn: asyncpg.Connection, viewer: Viewer, group_id: int, *, user_id: int | None = None,
+    membership_id: int | None = None, admin: bool = True,
+) -> asyncpg.Record | None:
+    """Before taking a membership away or demoting it: check the viewer's access to the group
+    (as its admin unless admin=False), lock the group (changes of its admins go one at a time)
+    and read the membership, by user or by id, as it is under the lock (None: there is none)."""
+    await access_group(conn, viewer, group_id, admin=admin)
+    await groups.lock(conn, viewer.community_id, group_id)
+    if membership_id is not None:
+        return await memberships.by_id(conn, group_id, membership_id)
+    assert user_id is not None
+    return await memberships.by_user(conn, group_id, user_id)
+
+
+async def keep_an_admin(
+    conn: asyncpg.Connection, group_id: int, current: asyncpg.Record, field: str,
+    new_role: str | None = None,
+) -> None:
+    """Refuse to take away the last admin of a group: `current` (from lock_membership) leaves
+    or, with `new_role`, gets that role."""
+    if current["role"] != "admin" or new_role == "admin":
+        return
     if await memberships.admin_count(conn, group_id) <= 1:
         raise Invalid("A group must keep at least one admin",
                       fields={field: ["is the last admin of the group"]})
@@ -201,19 +217,16 @@ async def leave_group(
     pool: asyncpg.Pool, viewer: Viewer, group_id: int, hub: Hub | None = None
 ) -> asyncpg.Record:
     """Leave a group you belong to, unless you are its last admin (422)."""
-    async with transaction(pool) as conn:
-        await access_group(conn, viewer, group_id)
-        await groups.lock(conn, viewer.community_id, group_id)
-        current = await memberships.by_user(conn, group_id, viewer.id)
+    async with work(pool, hub, viewer.community_id) as w:
+        current = await lock_membership(w.conn, viewer, group_id, user_id=viewer.id,
+                                        admin=False)
         if current is None:
             raise Invalid("You are not a member of this group",
                           fields={"group_id": ["is not a group you belong to"]})
-        if current["role"] == "admin":
-            await keep_an_admin(conn, group_id, "group_id")
-        await memberships.delete(conn, group_id, viewer.id)
-        row = await _reload(conn, viewer, group_id)
-        events = await membership_events(conn, viewer, group_id, left=[viewer.id])
-    await publish(hub, events)
+        await keep_an_admin(w.conn, group_id, current, "group_id")
+        await memberships.delete(w.conn, group_id, viewer.id)
+        row = await _reload(w.conn, viewer, group_id)
+        await membership_events(w, viewer, group_id, left=[viewer.id])
     return row
 
 
@@ -221,10 +234,10 @@ async def pin_group(
     pool: asyncpg.Pool, viewer: Viewer, group_id: int, pinned: bool
 ) -> asyncpg.Record:
     """Pin (or unpin) a group the viewer can see; both are idempotent."""
-    async with transaction(pool) as conn:
-        group = await access_group(conn, viewer, group_id)
+    async with work(pool, None, viewer.community_id) as w:
+        group = await access_group(w.conn, viewer, group_id)
         if pinned:
-            await groups.pin(conn, viewer.id, group_id)
+            await groups.pin(w.conn, viewer.id, group_id)
         else:
-            await groups.unpin(conn, viewer.id, group_id)
+            await groups.unpin(w.conn, viewer.id, group_id)
         return group

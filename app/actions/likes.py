@@ -9,12 +9,11 @@ from dataclasses import dataclass
 import asyncpg
 
 from app.access import access_comment, access_message, may_comment, may_like
-from app.actions import feed_hooks
-from app.actions.after_commit import AfterCommit
+from app.actions.work import work
 from app.context import Viewer
 from app.errors import Forbidden, NotFound
 from storage import likes as like_storage
-from storage.db import Conn, transaction
+from storage.db import Conn
 
 
 @dataclass(frozen=True)
@@ -39,24 +38,17 @@ async def _target(
 async def like(
     pool: asyncpg.Pool, viewer: Viewer, message_id: int, comment_id: int | None = None
 ) -> Liked:
-    after = AfterCommit()
-    async with transaction(pool) as conn:
-        message, author = await _target(conn, viewer, message_id, comment_id)
+    """Like a message (comment_id None) or a comment. No notification: the interface's filters
+    have no kind for likes."""
+    async with work(pool, None, viewer.community_id) as w:
+        message, author = await _target(w.conn, viewer, message_id, comment_id)
         if not may_like(viewer, author):
             raise Forbidden("You can't like your own message or comment")
         if not may_comment(viewer, message):
             raise Forbidden("This group is archived: its messages can't be liked")
-        row = await like_storage.like(conn, viewer.community_id, viewer.id, message_id,
+        row = await like_storage.like(w.conn, viewer.community_id, viewer.id, message_id,
                                       comment_id)
-        count = await like_storage.count(conn, message_id, comment_id)
-        if row["created"]:
-            community_id, like_id, user_id = viewer.community_id, row["id"], viewer.id
-
-            async def liked() -> None:
-                await feed_hooks.liked(community_id, message_id, comment_id, like_id, user_id)
-
-            after.add(liked)
-    await after.run()
+        count = await like_storage.count(w.conn, message_id, comment_id)
     return Liked(row, bool(row["created"]), count)
 
 
@@ -73,11 +65,11 @@ async def access_like(
 async def unlike(
     pool: asyncpg.Pool, viewer: Viewer, message_id: int, comment_id: int | None, like_id: int
 ) -> None:
-    async with transaction(pool) as conn:
-        row = await access_like(conn, viewer, message_id, comment_id, like_id)
+    async with work(pool, None, viewer.community_id) as w:
+        row = await access_like(w.conn, viewer, message_id, comment_id, like_id)
         if row["user_id"] != viewer.id:
             raise Forbidden("You can only remove your own like")
-        await like_storage.delete(conn, viewer.community_id, like_id)
+        await like_storage.delete(w.conn, viewer.community_id, like_id)
 
 
 async def likers(

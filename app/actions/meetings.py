@@ -21,12 +21,13 @@ from typing import Any
 import asyncpg
 
 from app.actions.content_filters import check_text
+from app.actions.work import work
 from app.context import Viewer
 from app.errors import Forbidden, Invalid, NotFound
 from app.render.meetings import meeting as render_meeting
 from storage import meetings, users
 from storage import messages as message_storage
-from storage.db import Conn, transaction
+from storage.db import Conn
 
 MAX_TITLE = 200
 MAX_TEXT = 10_000
@@ -128,8 +129,8 @@ async def create_meeting(pool: asyncpg.Pool, viewer: Viewer, fields: MeetingFiel
     if starts_at is None:
         raise Invalid.field("meeting[starts_at]", "can't be blank")
     ends_at = parse_time(fields.ends_at, "meeting[ends_at]")
-    async with transaction(pool) as conn:
-        type_row = await _meeting_type(conn, viewer, fields)
+    async with work(pool, None, viewer.community_id) as w:
+        type_row = await _meeting_type(w.conn, viewer, fields)
         if ends_at is None:
             ends_at = starts_at + timedelta(minutes=type_row["default_duration_minutes"])
         if ends_at <= starts_at:
@@ -137,13 +138,13 @@ async def create_meeting(pool: asyncpg.Pool, viewer: Viewer, fields: MeetingFiel
         if ends_at - starts_at > MAX_LENGTH:
             raise Invalid.field("meeting[ends_at]", "is more than 31 days after starts_at")
         if fields.group_id is not None:
-            await _check_group(conn, viewer, fields.group_id)
-        attendee_ids = await _attendees(conn, viewer, fields.attendee_ids)
+            await _check_group(w.conn, viewer, fields.group_id)
+        attendee_ids = await _attendees(w.conn, viewer, fields.attendee_ids)
         for text, name in ((title, "meeting[title]"), (description, "meeting[description]"),
                            (location, "meeting[location]")):
-            await check_text(conn, viewer.community_id, text, field=name)
+            await check_text(w.conn, viewer.community_id, text, field=name)
         row = await meetings.insert(
-            conn, viewer.community_id, meeting_type_id=type_row["id"], user_id=viewer.id,
+            w.conn, viewer.community_id, meeting_type_id=type_row["id"], user_id=viewer.id,
             group_id=fields.group_id, title=title, description=description, location=location,
             starts_at=starts_at, ends_at=ends_at, attendee_ids=attendee_ids,
         )

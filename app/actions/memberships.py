@@ -13,15 +13,14 @@ from dataclasses import dataclass
 import asyncpg
 
 from app.access import access_group
-from app.actions.group_events import membership_events, publish
-from app.actions.groups import keep_an_admin
+from app.actions.group_events import membership_events
+from app.actions.groups import keep_an_admin, lock_membership
 from app.actions.users import EMAIL_RE
+from app.actions.work import work
 from app.context import Viewer
 from app.errors import Conflict, Forbidden, Invalid, NotFound
-from realtime.events import Event
 from realtime.hub import Hub
-from storage import groups, memberships, users
-from storage.db import transaction
+from storage import memberships, users
 
 ROLES = ("member", "admin")
 MAX_ADD = 500
@@ -68,24 +67,23 @@ async def add_member(
 ) -> asyncpg.Record:
     """Group admin adds one user; answers the member row (FULL user + membership)."""
     field = "group_membership[user_id]"
-    async with transaction(pool) as conn:
-        group = await access_group(conn, viewer, group_id, admin=True)
+    async with work(pool, hub, viewer.community_id) as w:
+        group = await access_group(w.conn, viewer, group_id, admin=True)
         if group["state"] != "active":
             raise _archived()
-        user = await users.by_id(conn, viewer.community_id, user_id)
+        user = await users.by_id(w.conn, viewer.community_id, user_id)
         if user is None:
             raise Invalid.field(field, "is not a user of this community")
         _check_joinable(group, user, field)
-        if await memberships.by_user(conn, group_id, user_id) is not None:
+        if await memberships.by_user(w.conn, group_id, user_id) is not None:
             raise Conflict("That user is already a member of this group",
                            fields={field: ["is already a member"]})
-        await memberships.insert(conn, viewer.community_id, group_id, user_id, role)
-        await memberships.delete_requests_of(conn, group_id, [user_id])
-        row = await memberships.member(conn, viewer.community_id, viewer.id, group_id, user_id)
+        await memberships.insert(w.conn, viewer.community_id, group_id, user_id, role)
+        await memberships.delete_requests_of(w.conn, group_id, [user_id])
+        row = await memberships.member(w.conn, viewer.community_id, viewer.id, group_id, user_id)
         assert row is not None
-        events = await membership_events(conn, viewer, group_id, joined=[user_id],
+        await membership_events(w, viewer, group_id, joined=[user_id],
                                          notify=[user_id])
-    await publish(hub, events)
     return row
 
 
@@ -107,18 +105,18 @@ async def add_members(
             raise Invalid.field(f"group_memberships[{i}][user_id]", "can't be blank")
         if entry.user_id is None and entry.email and not EMAIL_RE.match(entry.email.strip()):
             raise Invalid.field(f"group_memberships[{i}][email]", "is not a valid e-mail address")
-    async with transaction(pool) as conn:
-        group = await access_group(conn, viewer, group_id, admin=True)
+    async with work(pool, hub, viewer.community_id) as w:
+        group = await access_group(w.conn, viewer, group_id, admin=True)
         if group["state"] != "active":
             raise _archived()
         by_id = {
             u["id"]: u for u in await users.by_ids(
-                conn, viewer.community_id, [e.user_id for e in entries if e.user_id is not None]
+                w.conn, viewer.community_id, [e.user_id for e in entries if e.user_id is not None]
             )
         }
         by_email = {
             u["email"].lower(): u for u in await users.by_emails(
-                conn, viewer.community_id,
+                w.conn, viewer.community_id,
                 [e.email.strip() for e in entries if e.user_id is None and e.email],
             )
         }
@@ -149,16 +147,14 @@ async def add_members(
             new_members.setdefault(user["id"], entry.role)
             targets.append(user["id"])
         inserted = await memberships.insert_many(
-            conn, viewer.community_id, group_id, list(new_members.items())
+            w.conn, viewer.community_id, group_id, list(new_members.items())
         )
-        await memberships.delete_requests_of(conn, group_id, list(new_members))
+        await memberships.delete_requests_of(w.conn, group_id, list(new_members))
         await memberships.invite_many(
-            conn, viewer.community_id, group_id, list(invitations.values()), viewer.id or None
+            w.conn, viewer.community_id, group_id, list(invitations.values()), viewer.id or None
         )
-        current = await memberships.by_users(conn, group_id, list(new_members))
-        events = await membership_events(conn, viewer, group_id, joined=inserted,
-                                         notify=inserted)
-    await publish(hub, events)
+        current = await memberships.by_users(w.conn, group_id, list(new_members))
+        await membership_events(w, viewer, group_id, joined=inserted, notify=inserted)
     out: list[Added] = []
     for target in targets:
         if isinstance(target, str):
@@ -173,17 +169,14 @@ async def update_membership(
     pool: asyncpg.Pool, viewer: Viewer, group_id: int, membership_id: int, role: str
 ) -> asyncpg.Record:
     """Group admin changes a member's role; demoting the last admin is refused (422)."""
-    async with transaction(pool) as conn:
-        await access_group(conn, viewer, group_id, admin=True)
-        await groups.lock(conn, viewer.community_id, group_id)
-        current = await memberships.by_id(conn, group_id, membership_id)
+    async with work(pool, None, viewer.community_id) as w:
+        current = await lock_membership(w.conn, viewer, group_id, membership_id=membership_id)
         if current is None:
             raise NotFound("Membership not found")
-        if current["role"] == "admin" and role != "admin":
-            await keep_an_admin(conn, group_id, "group_membership[role]")
-        await memberships.set_role(conn, group_id, membership_id, role)
+        await keep_an_admin(w.conn, group_id, current, "group_membership[role]", role)
+        await memberships.set_role(w.conn, group_id, membership_id, role)
         row = await memberships.member(
-            conn, viewer.community_id, viewer.id, group_id, current["user_id"]
+            w.conn, viewer.community_id, viewer.id, group_id, current["user_id"]
         )
         assert row is not None
         return row
@@ -193,17 +186,13 @@ async def remove_member(
     pool: asyncpg.Pool, viewer: Viewer, group_id: int, user_id: int, hub: Hub | None = None
 ) -> None:
     """Group admin removes a member; removing the last admin is refused (422)."""
-    async with transaction(pool) as conn:
-        await access_group(conn, viewer, group_id, admin=True)
-        await groups.lock(conn, viewer.community_id, group_id)
-        current = await memberships.by_user(conn, group_id, user_id)
+    async with work(pool, hub, viewer.community_id) as w:
+        current = await lock_membership(w.conn, viewer, group_id, user_id=user_id)
         if current is None:
             raise NotFound("Membership not found")
-        if current["role"] == "admin":
-            await keep_an_admin(conn, group_id, "user_id")
-        await memberships.delete(conn, group_id, user_id)
-        events = await membership_events(conn, viewer, group_id, left=[user_id])
-    await publish(hub, events)
+        await keep_an_admin(w.conn, group_id, current, "user_id")
+        await memberships.delete(w.conn, group_id, user_id)
+        await membership_events(w, viewer, group_id, left=[user_id])
 
 
 # --- membership requests -----------------------------------------------------------------
@@ -214,8 +203,8 @@ async def request_membership(
 ) -> asyncpg.Record:
     """Ask to join a private group that accepts requests; asking again changes nothing.
     Answers the request row (FULL user + request columns)."""
-    async with transaction(pool) as conn:
-        group = await access_group(conn, viewer, group_id)
+    async with work(pool, None, viewer.community_id) as w:
+        group = await access_group(w.conn, viewer, group_id)
         if group["viewer_role"] is not None:
             raise Invalid("You are already a member of this group",
                           fields={"group_id": ["is a group you belong to"]})
@@ -225,9 +214,9 @@ async def request_membership(
             raise Forbidden("This group is public: join it instead")
         if not group["allow_access_request"] or viewer.is_external:
             raise Forbidden("This group does not accept membership requests")
-        await memberships.request(conn, viewer.community_id, group_id, viewer.id)
+        await memberships.request(w.conn, viewer.community_id, group_id, viewer.id)
         row = await memberships.request_of(
-            conn, viewer.community_id, viewer.id, group_id, viewer.id
+            w.conn, viewer.community_id, viewer.id, group_id, viewer.id
         )
         assert row is not None
         return row
@@ -235,9 +224,9 @@ async def request_membership(
 
 async def cancel_membership_request(pool: asyncpg.Pool, viewer: Viewer, group_id: int) -> None:
     """Withdraw your own pending request (404 when there is none)."""
-    async with transaction(pool) as conn:
-        await access_group(conn, viewer, group_id)
-        if not await memberships.cancel_request(conn, group_id, viewer.id):
+    async with work(pool, None, viewer.community_id) as w:
+        await access_group(w.conn, viewer, group_id)
+        if not await memberships.cancel_request(w.conn, group_id, viewer.id):
             raise NotFound("No pending membership request")
 
 
@@ -245,24 +234,22 @@ async def approve_request(
     pool: asyncpg.Pool, viewer: Viewer, group_id: int, request_id: int, hub: Hub | None = None
 ) -> asyncpg.Record:
     """Group admin: the requester becomes a member; answers the member row."""
-    async with transaction(pool) as conn:
-        group = await access_group(conn, viewer, group_id, admin=True)
-        request = await memberships.request_by_id(conn, group_id, request_id)
+    async with work(pool, hub, viewer.community_id) as w:
+        group = await access_group(w.conn, viewer, group_id, admin=True)
+        request = await memberships.request_by_id(w.conn, group_id, request_id)
         if request is None:
             raise NotFound("Membership request not found")
         if group["state"] != "active":
             raise _archived()
-        await memberships.insert(conn, viewer.community_id, group_id, request["user_id"], "member")
-        await memberships.delete_request(conn, group_id, request_id)
+        await memberships.insert(w.conn, viewer.community_id, group_id, request["user_id"],
+                                 "member")
+        await memberships.delete_request(w.conn, group_id, request_id)
         row = await memberships.member(
-            conn, viewer.community_id, viewer.id, group_id, request["user_id"]
+            w.conn, viewer.community_id, viewer.id, group_id, request["user_id"]
         )
         assert row is not None
-        events: list[Event] = await membership_events(
-            conn, viewer, group_id, joined=[request["user_id"]], notify=[request["user_id"]],
-            approved=True,
-        )
-    await publish(hub, events)
+        await membership_events(w, viewer, group_id, joined=[request["user_id"]],
+                                notify=[request["user_id"]], approved=True)
     return row
 
 
@@ -270,7 +257,7 @@ async def reject_request(
     pool: asyncpg.Pool, viewer: Viewer, group_id: int, request_id: int
 ) -> None:
     """Group admin: the request is dropped."""
-    async with transaction(pool) as conn:
-        await access_group(conn, viewer, group_id, admin=True)
-        if not await memberships.delete_request(conn, group_id, request_id):
+    async with work(pool, None, viewer.community_id) as w:
+        await access_group(w.conn, viewer, group_id, admin=True)
+        if not await memberships.delete_request(w.conn, group_id, request_id):
             raise NotFound("Membership request not found")

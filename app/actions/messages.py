@@ -26,11 +26,11 @@ from typing import Any
 import asyncpg
 
 from app.access import access_message, may_comment, may_edit_message
-from app.actions import feed_hooks
-from app.actions.after_commit import AfterCommit, Outbox
 from app.actions.attachments import claim_attachments, delete_blobs
 from app.actions.content_filters import check_text
+from app.actions.notifications import notify_message_mentions, notify_new_message
 from app.actions.thanks_extensions import THANKS_MESSAGE_TYPE, thanks_extensions
+from app.actions.work import Work, work
 from app.context import Viewer
 from app.errors import Forbidden, Invalid, NotFound
 from app.markup.entities import extract_hashtags, extract_mentions, extract_urls
@@ -48,7 +48,7 @@ from storage import polls as poll_storage
 from storage import topics as topic_storage
 from storage import users as user_storage
 from storage.blobs import BlobStore
-from storage.db import Conn, connection, transaction
+from storage.db import Conn, connection
 from storage.messages import MessageQuery, Recipient
 
 # What `message[message_type]` may say through the API (thanks and the like are made by their
@@ -426,11 +426,11 @@ def _message_type(new: NewMessage) -> str:
     return "status_message"
 
 
-async def insert_message(
-    conn: asyncpg.Connection, viewer: Viewer, base: str, new: NewMessage, after: AfterCommit
-) -> int:
-    """Post a message inside the caller's transaction (for actions that write more in the same
-    transaction, e.g. thanks); after-commit steps go to `after`. Returns the message id."""
+async def insert_message(w: Work, viewer: Viewer, base: str, new: NewMessage) -> int:
+    """Post a message in the caller's unit of work (for actions that write more in it, e.g.
+    thanks), with its notifications (at_mentions, broadcast), their push jobs and events.
+    Returns the message id."""
+    conn = w.conn
     body = new.body or ""
     title = (new.title or "").strip()
     url = (new.url or "").strip() or None
@@ -476,27 +476,18 @@ async def insert_message(
     mentioned = list(dict.fromkeys(
         [*processed.mentioned_user_ids, *(r.user_id for r in addressed if r.user_id)]
     ))
-    community_id, author_id = viewer.community_id, viewer.id
-
-    outbox = after.outbox
-
-    async def created() -> None:
-        await feed_hooks.message_created(outbox, community_id, message_id, author_id, mentioned)
-
-    after.add(created)
+    w.emit(*await notify_new_message(
+        conn, viewer.community_id, message_id, viewer.id, mentioned
+    ))
     return message_id
 
 
 async def create_message(
     pool: asyncpg.Pool, viewer: Viewer, base: str, new: NewMessage, hub: Hub | None = None
 ) -> int:
-    """Post a message in its own transaction, then run the after-commit steps (notifications,
-    published with `hub`); its id."""
-    after = AfterCommit(Outbox(pool, hub))
-    async with transaction(pool) as conn:
-        message_id = await insert_message(conn, viewer, base, new, after)
-    await after.run()
-    return message_id
+    """Post a message in its own unit of work (its events published with `hub`); its id."""
+    async with work(pool, hub, viewer.community_id) as w:
+        return await insert_message(w, viewer, base, new)
 
 
 # --- editing, deleting, hiding ---------------------------------------------------------------
@@ -515,8 +506,8 @@ async def update_message(
     pool: asyncpg.Pool, viewer: Viewer, base: str, message_id: int, changes: MessageChanges,
     hub: Hub | None = None,
 ) -> None:
-    after = AfterCommit(Outbox(pool, hub))
-    async with transaction(pool) as conn:
+    async with work(pool, hub, viewer.community_id) as w:
+        conn = w.conn
         row = await access_message(conn, viewer, message_id)
         if not may_edit_message(viewer, row):
             raise Forbidden("Only the author, a group admin or a community admin can edit it")
@@ -542,22 +533,18 @@ async def update_message(
         await topic_storage.set_message_topics(conn, viewer.community_id, message_id,
                                                processed.topic_ids)
         new_ids = [i for i in processed.mentioned_user_ids if i not in before]
-        community_id = viewer.community_id
-
-        async def updated() -> None:
-            await feed_hooks.message_updated(after.outbox, community_id, message_id, new_ids)
-
-        after.add(updated)
-    await after.run()
+        w.emit(*await notify_message_mentions(conn, viewer.community_id, message_id, new_ids))
 
 
 async def delete_message(
     pool: asyncpg.Pool, viewer: Viewer, message_id: int, blobs: BlobStore | None = None
 ) -> None:
     """Delete a message with its comments, likes, flags, poll and attachments (their blobs are
-    removed after commit when a blob store is given)."""
-    after = AfterCommit()
-    async with transaction(pool) as conn:
+    removed after commit when a blob store is given). The notifications about it and its
+    comments go with it (foreign keys, migration 0009); their pending pushes are skipped by the
+    worker's re-check."""
+    async with work(pool, None, viewer.community_id) as w:
+        conn = w.conn
         row = await access_message(conn, viewer, message_id)
         if not may_edit_message(viewer, row):
             raise Forbidden("Only the author, a group admin or a community admin can delete it")
@@ -570,15 +557,9 @@ async def delete_message(
         )
         if not await message_storage.delete(conn, viewer.community_id, message_id):
             raise NotFound("Message not found")
-        community_id = viewer.community_id
-
-        async def deleted() -> None:
-            if blobs is not None and files:
-                await delete_blobs(blobs, files)
-            await feed_hooks.message_deleted(community_id, message_id)
-
-        after.add(deleted)
-    await after.run()
+        if blobs is not None and files:
+            store = blobs
+            w.after(lambda: delete_blobs(store, files))
 
 
 async def hide_message(
@@ -586,7 +567,8 @@ async def hide_message(
 ) -> None:
     """A group admin (or community admin) takes a message out of the group's stream. The
     message stays readable by id and in the other streams."""
-    async with transaction(pool) as conn:
+    async with work(pool, None, viewer.community_id) as w:
+        conn = w.conn
         group = await message_storage.group_for_posting(
             conn, viewer.community_id, viewer.id, viewer.is_external, group_id
         )

@@ -6,18 +6,14 @@ one statement (storage/notifications.py: never the actor, only active users of t
 and only users who may read the message it is about), enqueues the push jobs for the
 recipients' `main` devices whose switches allow it (push/jobs.py, one statement, visible to
 `commons worker` once the transaction commits), and returns the `notification.created` events,
-one per recipient on `user:<id>` with the Notification JSON. The caller appends them with
-`storage.events.append_events` as the last statement of its transaction and publishes them
-after commit:
+one per recipient on `user:<id>` with the Notification JSON, for the caller's unit of work
+(app/actions/work.py) to append last and publish after commit:
 
-    async with transaction(pool) as conn:
+    async with work(pool, hub, viewer.community_id) as w:
         ...the change...
-        events = await notifications.notify_follow(conn, viewer, followed_id)
-        published = await event_store.append_events(conn, viewer.community_id, events)
-    await hub.publish(published)
+        w.emit(*await notifications.notify_follow(w.conn, viewer, followed_id))
 
-Feed hooks (app/actions/feed_hooks.py) run after the message's own commit and do the same in
-a transaction of their own (`deliver`).
+So a notification and its push jobs are committed with what caused them, or not at all.
 
 Which filter, verb and device switch:
 
@@ -39,12 +35,12 @@ announcement.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import asyncpg
 
-from app.actions.after_commit import Outbox
+from app.actions.work import work
 from app.context import Viewer
 from app.errors import NotFound
 from app.render.notifications import notification as render_notification
@@ -52,13 +48,12 @@ from app.render.users import display_name
 from app.urls import comment_permalink, group_url, message_permalink, user_url
 from push import jobs as push_jobs
 from push.jobs import PushMessage
-from realtime.events import Event, NewEvent, user_channel
+from realtime.events import NewEvent, user_channel
 from realtime.hub import Hub
 from storage import conversations as conversation_store
-from storage import events as event_store
 from storage import notifications as store
 from storage import users as user_store
-from storage.db import Conn, transaction
+from storage.db import Conn
 from storage.notifications import FILTERS, Subject
 
 TEXT_LIMIT = 200
@@ -332,24 +327,6 @@ async def enqueue_remark_push(
     )
 
 
-# --- after commit ----------------------------------------------------------------------------
-
-
-async def deliver(
-    outbox: Outbox,
-    community_id: int,
-    make: Callable[[asyncpg.Connection], Awaitable[list[NewEvent]]],
-) -> list[Event]:
-    """Run `make` in a transaction of its own (notifications, push jobs), append its events
-    last, then publish them: for work done after another transaction's commit."""
-    async with transaction(outbox.pool) as conn:
-        events = await make(conn)
-        published = await event_store.append_events(conn, community_id, events)
-    if outbox.hub is not None:
-        await outbox.hub.publish(published)
-    return published
-
-
 # --- reading ---------------------------------------------------------------------------------
 
 
@@ -398,31 +375,22 @@ async def mark_read(pool: asyncpg.Pool, hub: Hub | None, viewer: Viewer,
                     notification_id: int) -> None:
     """POST /api/notifications/:id/read: 404 unless it is the viewer's. Reading one already
     read changes nothing (and sends no event)."""
-    published: list[Event] = []
-    async with transaction(pool) as conn:
-        was_read = await store.mark_read(conn, viewer.community_id, viewer.id, notification_id)
+    async with work(pool, hub, viewer.community_id) as w:
+        was_read = await store.mark_read(w.conn, viewer.community_id, viewer.id,
+                                         notification_id)
         if was_read is None:
             raise NotFound("Notification not found")
         if not was_read:
-            unread = await store.unread_count(conn, viewer.community_id, viewer.id)
-            published = await event_store.append_events(
-                conn, viewer.community_id, [_read_event(viewer.id, [notification_id], unread)]
-            )
-            await badge_changed(conn, viewer.community_id, viewer.id)
-    if hub is not None:
-        await hub.publish(published)
+            unread = await store.unread_count(w.conn, viewer.community_id, viewer.id)
+            w.emit(_read_event(viewer.id, [notification_id], unread))
+            await badge_changed(w.conn, viewer.community_id, viewer.id)
 
 
 async def mark_all_read(pool: asyncpg.Pool, hub: Hub | None, viewer: Viewer) -> None:
     """PUT /api/notifications/mark_all_read (one event listing what it changed, if anything)."""
-    published: list[Event] = []
-    async with transaction(pool) as conn:
-        ids = await store.mark_all_read(conn, viewer.community_id, viewer.id)
+    async with work(pool, hub, viewer.community_id) as w:
+        ids = await store.mark_all_read(w.conn, viewer.community_id, viewer.id)
         if ids:
-            unread = await store.unread_count(conn, viewer.community_id, viewer.id)
-            published = await event_store.append_events(
-                conn, viewer.community_id, [_read_event(viewer.id, sorted(ids), unread)]
-            )
-            await badge_changed(conn, viewer.community_id, viewer.id)
-    if hub is not None:
-        await hub.publish(published)
+            unread = await store.unread_count(w.conn, viewer.community_id, viewer.id)
+            w.emit(_read_event(viewer.id, sorted(ids), unread))
+            await badge_changed(w.conn, viewer.community_id, viewer.id)

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 import asyncpg
 
 from app.access import access_message, access_poll, may_comment
+from app.actions.work import work
 from app.context import Viewer
 from app.errors import Forbidden, Invalid, NotFound
 from storage import polls as poll_storage
-from storage.db import Conn, transaction
+from storage.db import Conn
 
 MAX_QUESTION = 500
 MAX_ANSWER = 500
@@ -37,18 +38,18 @@ async def create_poll(
     if any(len(t) > MAX_ANSWER for t in texts):
         raise Invalid.field("poll[poll_answers_attributes]",
                             f"has an answer longer than {MAX_ANSWER}")
-    async with transaction(pool) as conn:
-        return await poll_storage.insert(conn, viewer.community_id, viewer.id, question, texts)
+    async with work(pool, None, viewer.community_id) as w:
+        return await poll_storage.insert(w.conn, viewer.community_id, viewer.id, question, texts)
 
 
 async def respond(pool: asyncpg.Pool, viewer: Viewer, poll_id: int, answer_id: int) -> None:
-    async with transaction(pool) as conn:
-        poll = await access_poll(conn, viewer, poll_id)
+    async with work(pool, None, viewer.community_id) as w:
+        poll = await access_poll(w.conn, viewer, poll_id)
         if poll["message_id"] is not None:
-            message = await access_message(conn, viewer, poll["message_id"])
+            message = await access_message(w.conn, viewer, poll["message_id"])
             if not may_comment(viewer, message):
                 raise Forbidden("This group is archived: its polls are closed")
-        if not await poll_storage.respond(conn, viewer.community_id, poll_id, viewer.id,
+        if not await poll_storage.respond(w.conn, viewer.community_id, poll_id, viewer.id,
                                           answer_id):
             raise Invalid.field("answer_id", "is not an answer of this poll")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,13 +26,12 @@ import asyncpg
 from defusedxml.common import DefusedXmlException
 from defusedxml.ElementTree import DefusedXMLParser, ParseError
 
-from app.actions.group_events import publish
 from app.actions.users import EMAIL_RE
+from app.actions.work import Step, Work, work
 from app.errors import Invalid, TooLarge
 from app.passwords import Passwords
-from realtime.events import CLOSE_DEACTIVATED, Event, close_event
+from realtime.events import CLOSE_DEACTIVATED, close_event
 from realtime.hub import Hub
-from storage import events as event_store
 from storage import memberships
 from storage import provisioning as storage
 
@@ -185,10 +184,11 @@ def _username_base(entry: Entry) -> str:
 
 
 class Provisioning:
-    """One run, in one transaction on `conn` (the caller opens and ends it)."""
+    """One run, in one unit of work `w` (the caller opens and ends it)."""
 
-    def __init__(self, conn: asyncpg.Connection, community_id: int, caller_id: int) -> None:
-        self.conn = conn
+    def __init__(self, w: Work, community_id: int, caller_id: int) -> None:
+        self.w = w
+        self.conn = w.conn
         self.community_id = community_id
         self.caller_id = caller_id
         self.report = Report()
@@ -196,7 +196,6 @@ class Provisioning:
         self.files = 0
         self.analyze_at = BATCH  # created users at which statistics are next refreshed
         self.deactivated: list[int] = []
-        self.events: list[Event] = []
 
     async def start(self) -> None:
         await storage.begin(self.conn, self.community_id)
@@ -463,11 +462,9 @@ class Provisioning:
             raise Invalid("Provisioning would leave the community without an active admin",
                           fields={"file": ["lists no active admin"]})
         # Deactivated users' open sockets close (4003) on every process, as on DELETE
-        # /api/users/:id; appended last, as the event store asks.
-        self.events = await event_store.append_events(self.conn, self.community_id, [
-            close_event(user_id, CLOSE_DEACTIVATED, "deactivated")
-            for user_id in self.deactivated
-        ])
+        # /api/users/:id.
+        self.w.emit(*(close_event(user_id, CLOSE_DEACTIVATED, "deactivated")
+                      for user_id in self.deactivated))
         return self.report
 
 
@@ -486,31 +483,29 @@ async def provision(
     each uploaded file and (name, value) for form fields; the `test` and `add_only` form
     fields (or the arguments) count wherever they come in the form, since both act at the end.
     `caller_id` is 0 for an external system."""
-    async with pool.acquire() as conn:
-        transaction = conn.transaction()
-        await transaction.start()
-        try:
-            run = Provisioning(conn, community_id, caller_id)
-            await run.start()
-            async for name, value in parts:
-                if isinstance(value, str):
-                    flag = value.strip().lower() in ("true", "1", "yes", "on")
-                    test = test or (name == "test" and flag)
-                    add_only = add_only or (name == "add_only" and flag)
-                    # skip_emails: accepted; provisioning sends no e-mail
-                elif name == "file":
-                    await run.read(value)
-            report = await run.finish(add_only=add_only)
-        except BaseException:
-            await transaction.rollback()
-            raise
+    async with work(pool, hub, community_id) as w:
+        run = Provisioning(w, community_id, caller_id)
+        await run.start()
+        async for name, value in parts:
+            if isinstance(value, str):
+                flag = value.strip().lower() in ("true", "1", "yes", "on")
+                test = test or (name == "test" and flag)
+                add_only = add_only or (name == "add_only" and flag)
+                # skip_emails: accepted; provisioning sends no e-mail
+            elif name == "file":
+                await run.read(value)
+        report = await run.finish(add_only=add_only)
         if test:
-            await transaction.rollback()
-            return report
-        await transaction.commit()
-    # after commit: deactivated users' cached credentials and open sockets go at once
-    if passwords is not None:
-        for user_id in run.deactivated:
-            passwords.forget_user(user_id)
-    await publish(hub, run.events)
+            w.roll_back()
+        elif passwords is not None:
+            # after commit: deactivated users' cached credentials go at once
+            w.after(_forget_all(passwords, run.deactivated))
     return report
+
+
+def _forget_all(passwords: Passwords, user_ids: Sequence[int]) -> Step:
+    async def forget() -> None:
+        for user_id in user_ids:
+            passwords.forget_user(user_id)
+
+    return forget

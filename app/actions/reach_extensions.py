@@ -40,6 +40,7 @@ from typing import Any
 import asyncpg
 
 from app.access import require_admin
+from app.actions.work import work
 from app.context import Viewer
 from app.errors import Invalid, NotFound
 from app.params import Page
@@ -48,7 +49,7 @@ from storage import groups as group_storage
 from storage import reach_extensions as storage
 from storage import topics as topic_storage
 from storage import users as user_storage
-from storage.db import Conn, transaction
+from storage.db import Conn
 from storage.reach_extensions import COLOR_DEFAULTS, COLORS
 
 INSTALL_TYPES = ("html", "sharepoint", "google_gadget")
@@ -298,9 +299,9 @@ async def create_extension(
     pool: asyncpg.Pool, viewer: Viewer, given: Mapping[str, Any]
 ) -> asyncpg.Record:
     require_admin(viewer)
-    async with transaction(pool) as conn:
-        values = await resolve(conn, viewer, given, None)
-        return await storage.insert(conn, viewer.community_id, secrets.token_urlsafe(24),
+    async with work(pool, None, viewer.community_id) as w:
+        values = await resolve(w.conn, viewer, given, None)
+        return await storage.insert(w.conn, viewer.community_id, secrets.token_urlsafe(24),
                                     viewer.id, values)
 
 
@@ -308,12 +309,12 @@ async def update_extension(
     pool: asyncpg.Pool, viewer: Viewer, extension_id: int, given: Mapping[str, Any]
 ) -> asyncpg.Record:
     require_admin(viewer)
-    async with transaction(pool) as conn:
-        current = await storage.by_id(conn, viewer.community_id, extension_id, lock=True)
+    async with work(pool, None, viewer.community_id) as w:
+        current = await storage.by_id(w.conn, viewer.community_id, extension_id, lock=True)
         if current is None:
             raise NotFound("Reach extension not found")
-        changes = await resolve(conn, viewer, given, current)
-        row = await storage.update(conn, viewer.community_id, extension_id, changes)
+        changes = await resolve(w.conn, viewer, given, current)
+        row = await storage.update(w.conn, viewer.community_id, extension_id, changes)
     if row is None:
         raise NotFound("Reach extension not found")
     return row

@@ -1,9 +1,10 @@
 """Remarks: posting into a conversation, and rendering activities in a fixed number of queries.
 
-POST /api/conversations/:id/remarks runs as design.md "One request, end to end" says: one
-transaction (access with the conversation locked, the remark, its attachments, unread counters,
-the event appended last), then after commit the event is published. The activity is rendered
-once, inside the transaction, and that same JSON is the event data and the response.
+POST /api/conversations/:id/remarks runs as design.md "One request, end to end" says: one unit
+of work (access, the remark, its attachments, unread counters, push jobs, the event appended
+last), then after commit the event is published. The activity is rendered once, and that same
+JSON is the event data and the response; its slow parts are made before the conversation's row
+is locked (see post_in_transaction).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from app.access import access_conversation
 from app.actions import attachments as attachment_actions
 from app.actions.messages import Limits, load_feed
 from app.actions.notifications import enqueue_remark_push
+from app.actions.work import Work, work
 from app.context import Viewer
 from app.errors import Invalid
 from app.markup.entities import extract_mentions
@@ -27,13 +29,12 @@ from app.render.activities import activity
 from app.render.attachments import attachment as render_attachment
 from app.render.messages import is_shareable, message
 from app.urls import user_tooltip_url, user_url
-from realtime.events import Event, NewEvent
+from realtime.events import NewEvent
 from realtime.hub import Hub
 from storage import activities, conversations, messages
 from storage import attachments as attachment_store
-from storage import events as event_store
 from storage.blobs import BlobStore
-from storage.db import Conn, transaction
+from storage.db import Conn
 
 # attachments.subject_type of a remark's attachments
 REMARK_SUBJECT = "remark"
@@ -163,48 +164,58 @@ async def store_uploads(
 
 
 async def post_in_transaction(
-    conn: asyncpg.Connection,
-    viewer: Viewer,
-    conversation: asyncpg.Record,
-    remark: Remark,
-    base: str,
-) -> tuple[dict[str, Any], list[NewEvent], bool]:
-    """Post `remark` into the (locked) conversation: (activity JSON, events, created).
+    w: Work, viewer: Viewer, conversation_id: int, remark: Remark, base: str
+) -> tuple[dict[str, Any], bool]:
+    """Post `remark` into the conversation in `w`: (activity JSON, created).
+
+    The conversation's row lock, which keeps its activities in commit order (unread counts and
+    the ordering of lists rely on it), is held from the insert to the commit. Everything slow
+    comes before it: the Markdown, the mention lookup, the shared message's rendering. Under
+    the lock only writes happen and the activity is assembled from parts made before, plus the
+    inserted row and its claimed attachments (docs/conversations.md, "Rendering and the
+    conversation lock").
 
     A remark whose client_provided_guid this author already used in this conversation is not
     posted again: the first one is returned, with no event, and created=False.
     """
-    cid = conversation["id"]
+    conn = w.conn
+    # before the lock: a non-member learns nothing (404), then reads and rendering
+    await access_conversation(conn, viewer, conversation_id)
     guid = remark.client_provided_guid
     if guid:
-        existing = await activities.by_guid(conn, cid, viewer.id, guid)
+        existing = await activities.by_guid(conn, conversation_id, viewer.id, guid)
         if existing is not None:
-            return (await render_activities(conn, viewer, [existing], base))[0], [], False
+            return (await render_activities(conn, viewer, [existing], base))[0], False
+    shared: dict[str, Any] | None = None
     if remark.shared_message_id is not None:
         await check_shareable(conn, viewer, remark.shared_message_id)
+        shared = (await shared_messages(conn, viewer, [remark.shared_message_id], base)).get(
+            remark.shared_message_id)
     text = remark.text.strip()
     html = await body_html(conn, viewer, base, text)
-    activity_id = await activities.insert(
-        conn, viewer.community_id, cid, viewer.id, "post",
+    # the lock, and the membership again under it (a member may have left meanwhile)
+    conversation = await access_conversation(conn, viewer, conversation_id, lock=True)
+    row = await activities.insert(
+        conn, viewer.community_id, conversation_id, viewer.id, "post",
         text=text, html=html, longitude=remark.longitude, latitude=remark.latitude,
         client_provided_guid=guid, shared_message_id=remark.shared_message_id,
     )
-    if activity_id is None:  # the same guid, committed meanwhile by a concurrent retry
+    if row is None:  # the same guid, committed meanwhile by a concurrent retry
         assert guid is not None
-        existing = await activities.by_guid(conn, cid, viewer.id, guid)
+        existing = await activities.by_guid(conn, conversation_id, viewer.id, guid)
         assert existing is not None
-        return (await render_activities(conn, viewer, [existing], base))[0], [], False
-    if remark.attachment_ids:
-        await attachment_actions.claim_attachments(
-            conn, viewer, remark.attachment_ids, REMARK_SUBJECT, activity_id
-        )
-    row = await activities.by_id(conn, cid, activity_id)
-    assert row is not None
-    await conversations.record_activity(conn, cid, row)
+        return (await render_activities(conn, viewer, [existing], base))[0], False
+    attached = await attachment_actions.claim_attachments(
+        conn, viewer, remark.attachment_ids, REMARK_SUBJECT, row["id"]
+    ) if remark.attachment_ids else []
+    await conversations.record_activity(conn, conversation_id, row)
     await enqueue_remark_push(conn, conversation, row)  # the other members' devices
-    rendered = (await render_activities(conn, viewer, [row], base))[0]
-    event = NewEvent(conversation_channel(cid), "remark.created", rendered)
-    return rendered, [event], True
+    rendered = activity(  # attachments in id order, as every read lists them
+        row, base, shared_message=shared,
+        attachments=[render_attachment(a, base) for a in sorted(attached, key=lambda a: a["id"])],
+    )
+    w.emit(NewEvent(conversation_channel(conversation_id), "remark.created", rendered))
+    return rendered, True
 
 
 async def post_remark(
@@ -222,12 +233,5 @@ async def post_remark(
         await access_conversation(pool, viewer, conversation_id)
     uploaded = await store_uploads(pool, uploads, viewer, remark.files)
     remark.attachment_ids = [*remark.attachment_ids, *uploaded]
-    published: list[Event] = []
-    async with transaction(pool) as conn:
-        conversation = await access_conversation(conn, viewer, conversation_id, lock=True)
-        rendered, events, created = await post_in_transaction(
-            conn, viewer, conversation, remark, base
-        )
-        published = await event_store.append_events(conn, viewer.community_id, events)
-    await hub.publish(published)
-    return rendered, created
+    async with work(pool, hub, viewer.community_id) as w:
+        return await post_in_transaction(w, viewer, conversation_id, remark, base)

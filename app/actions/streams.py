@@ -8,11 +8,11 @@ from typing import Any
 
 import asyncpg
 
+from app.actions.work import work
 from app.context import Viewer
 from app.render.streams import stream
 from storage import messages as message_storage
 from storage import streams as stream_storage
-from storage.db import transaction
 
 
 async def list_streams(
@@ -20,14 +20,14 @@ async def list_streams(
 ) -> list[dict[str, Any]]:
     """System streams in their fixed order, then group streams by group name (4 queries).
     `stream_names`: the community's ('current' or 'classic')."""
-    async with transaction(pool) as conn:
-        await stream_storage.ensure(conn, viewer.community_id, viewer.id, viewer.is_external)
+    async with work(pool, None, viewer.community_id) as w:
+        await stream_storage.ensure(w.conn, viewer.community_id, viewer.id, viewer.is_external)
         rows = await stream_storage.of_viewer(
-            conn, viewer.community_id, viewer.id, viewer.is_external
+            w.conn, viewer.community_id, viewer.id, viewer.is_external
         )
         group_ids = [r["group_id"] for r in rows if r["group_id"] is not None]
         groups = {g["id"]: g for g in await message_storage.groups(
-            conn, viewer.community_id, viewer.id, viewer.is_external, group_ids)}
+            w.conn, viewer.community_id, viewer.id, viewer.is_external, group_ids)}
     return [stream(r, base, groups.get(r["group_id"]), stream_names) for r in rows]
 
 

@@ -22,22 +22,21 @@ from typing import Any
 
 import asyncpg
 
-from app.actions.after_commit import AfterCommit, Outbox
 from app.actions.content_filters import check_text
 from app.actions.messages import NewMessage, insert_message, render_messages
 from app.actions.notifications import notify_thanks
 from app.actions.thanks_extensions import THANKS_MESSAGE_TYPE, announcement_extension
+from app.actions.work import work
 from app.context import Viewer
 from app.errors import Invalid, NotFound
 from app.render.thanks import thanks as render_thanks
 from app.render.users import display_name
 from realtime.hub import Hub
 from storage import badges as badge_storage
-from storage import events as event_store
 from storage import messages as message_storage
 from storage import thanks as thanks_storage
 from storage import users as user_storage
-from storage.db import Conn, transaction
+from storage.db import Conn
 
 MAX_BODY = 5_000
 MAX_RECIPIENTS = 50
@@ -75,8 +74,8 @@ async def create_thanks(
         raise Invalid.field("thanks[recipients]", "can't include yourself",
                             "You can't thank yourself")
     cid = viewer.community_id
-    after = AfterCommit(Outbox(pool, hub))
-    async with transaction(pool) as conn:
+    async with work(pool, hub, cid) as w:
+        conn = w.conn
         found = {u["id"]: u for u in await user_storage.by_ids(conn, cid, ids)}
         bad = [i for i in ids if i not in found or found[i]["state"] != "active"]
         if bad:
@@ -91,20 +90,16 @@ async def create_thanks(
             if badge is None:
                 raise Invalid.field("thanks[badge_id]", "is not a badge of this community")
         await check_text(conn, cid, body, field="thanks[body]")
-        message_id = await insert_message(conn, viewer, base, NewMessage(
+        message_id = await insert_message(w, viewer, base, NewMessage(
             body=body, message_type=MESSAGE_TYPE, action=f"thanked {_names(recipients)}",
             recipient_user_ids=ids, extensions=[announcement_extension(recipients, badge, base)],
             source="api", param_prefix="thanks",
-        ), after)
+        ))
         row = await thanks_storage.insert(
             conn, cid, user_id=viewer.id, badge_id=badge["id"] if badge is not None else None,
             body=body, message_id=message_id, recipient_ids=ids,
         )
-        events = await notify_thanks(conn, viewer, row["id"], ids, body)
-        published = await event_store.append_events(conn, cid, events) if events else []
-    if hub is not None and published:
-        await hub.publish(published)
-    await after.run()
+        w.emit(*await notify_thanks(conn, viewer, row["id"], ids, body))
     thanks_id: int = row["id"]
     return thanks_id
 

@@ -20,11 +20,12 @@ import re
 import asyncpg
 
 from app.actions.content_filters import check_text
+from app.actions.work import work
 from app.context import Viewer
 from app.errors import Conflict, Forbidden, Invalid, NotFound
 from app.params import parse_id
 from storage import topic_pages
-from storage.db import Conn, transaction
+from storage.db import Conn
 
 MAX_NAME = 100
 MAX_DESCRIPTION = 5_000
@@ -74,21 +75,21 @@ async def create_topic(
 ) -> int:
     value = normalize_name(name)
     text = _description(description)
-    async with transaction(pool) as conn:
-        await check_text(conn, viewer.community_id, text, field="topic[description]")
-        topic_id = await topic_pages.insert(conn, viewer.community_id, value, text or None,
+    async with work(pool, None, viewer.community_id) as w:
+        await check_text(w.conn, viewer.community_id, text, field="topic[description]")
+        topic_id = await topic_pages.insert(w.conn, viewer.community_id, value, text or None,
                                             viewer.id)
         if topic_id is not None:
             return topic_id
-        existing = await topic_pages.by_name_any(conn, viewer.community_id, value)
+        existing = await topic_pages.by_name_any(w.conn, viewer.community_id, value)
         assert existing is not None
         seen = await topic_pages.visible(
-            conn, viewer.community_id, viewer.id, viewer.is_external, existing["id"], value
+            w.conn, viewer.community_id, viewer.id, viewer.is_external, existing["id"], value
         )
         if seen is not None:
             raise Conflict("That topic already exists",
                            fields={"topic[name]": ["has already been taken"]})
-        await topic_pages.adopt(conn, viewer.community_id, existing["id"], viewer.id,
+        await topic_pages.adopt(w.conn, viewer.community_id, existing["id"], viewer.id,
                                 text or None)
         existing_id: int = existing["id"]
         return existing_id
@@ -99,15 +100,15 @@ async def update_topic(
     description: str | None,
 ) -> int:
     text = _description(description)
-    async with transaction(pool) as conn:
-        row = await access_topic(conn, viewer, topic_id)
+    async with work(pool, None, viewer.community_id) as w:
+        row = await access_topic(w.conn, viewer, topic_id)
         if not may_edit(viewer, row):
             raise Forbidden("Only the topic's creator or a community admin can change it")
         if name is not None and normalize_name(name) != row["name"]:
             raise Invalid.field("topic[name]", "can't be changed")
         if text is not None:
-            await check_text(conn, viewer.community_id, text, field="topic[description]")
-            await topic_pages.update_description(conn, viewer.community_id, row["id"],
+            await check_text(w.conn, viewer.community_id, text, field="topic[description]")
+            await topic_pages.update_description(w.conn, viewer.community_id, row["id"],
                                                  text or None)
     result: int = row["id"]
     return result

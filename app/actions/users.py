@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 
 from app.access import access_user, require_admin, require_self_or_admin
-from app.actions.group_events import publish
+from app.actions.work import Step, work
 from app.context import Viewer
 from app.errors import Conflict, Forbidden, Invalid
 from app.passwords import Passwords
@@ -18,13 +18,10 @@ from app.render.users import full_user
 from realtime.events import (
     CLOSE_CREDENTIALS_CHANGED,
     CLOSE_DEACTIVATED,
-    Event,
     close_event,
 )
 from realtime.hub import Hub
 from storage import custom_fields, memberships, users
-from storage import events as event_store
-from storage.db import transaction
 
 PasswordCheck = Callable[[int, str], Awaitable[None]]
 """Confirms (user id, current password) or raises: 403 when wrong, 429 when throttled."""
@@ -210,24 +207,25 @@ async def create_user(
         else None
     role = normalize_role(fields.role) if fields.role else "member"
     try:
-        async with transaction(pool) as conn:
+        async with work(pool, None, viewer.community_id) as w:
             username = (
                 _check_username(fields.username) if fields.username
-                else await _free_username(conn, viewer.community_id, _username_from(fields, email))
+                else await _free_username(w.conn, viewer.community_id,
+                                          _username_from(fields, email))
             )
             if fields.manager_id is not None:
-                await _check_manager(conn, viewer, fields.manager_id, None)
+                await _check_manager(w.conn, viewer, fields.manager_id, None)
             row = await users.insert(
-                conn, viewer.community_id, email=email, username=username,
+                w.conn, viewer.community_id, email=email, username=username,
                 first_name=(fields.first_name or "").strip(),
                 last_name=(fields.last_name or "").strip(), password_hash=password_hash,
                 role=role, title=fields.title, company_login=fields.company_login or None,
                 manager_id=fields.manager_id, contact_info=fields.contact_info,
             )
             if fields.custom_fields:
-                await _apply_custom_fields(conn, viewer, row["id"], fields.custom_fields)
+                await _apply_custom_fields(w.conn, viewer, row["id"], fields.custom_fields)
             # Groups that invited this e-mail address before the account existed.
-            await memberships.accept_invitations(conn, viewer.community_id, row["id"], email)
+            await memberships.accept_invitations(w.conn, viewer.community_id, row["id"], email)
     except asyncpg.UniqueViolationError as exc:
         raise _conflict(exc) from None
     return row
@@ -309,19 +307,18 @@ async def update_user(
     if fields.password is not None:
         changes["password_hash"] = await passwords.hash(_check_password(fields.password))
     epoch: int | None = None
-    events: list[Event] = []
     try:
-        async with transaction(pool) as conn:
-            current = await access_user(conn, viewer, user_id)
+        async with work(pool, hub, viewer.community_id) as w:
+            current = await access_user(w.conn, viewer, user_id)
             if fields.clear_manager:
                 changes["manager_id"] = None
             elif fields.manager_id is not None:
-                await _check_manager(conn, viewer, fields.manager_id, user_id)
+                await _check_manager(w.conn, viewer, fields.manager_id, user_id)
                 changes["manager_id"] = fields.manager_id
             if changes.get("role", "tenant_admin") != "tenant_admin" \
                     and current["role"] == "tenant_admin":
-                await _keep_an_admin(conn, viewer.community_id, user_id)
-            row = await users.update(conn, viewer.community_id, user_id, changes)
+                await _keep_an_admin(w.conn, viewer.community_id, user_id)
+            row = await users.update(w.conn, viewer.community_id, user_id, changes)
             assert row is not None
             if (
                 not own  # a user changing their own address never claims an invitation to it
@@ -329,23 +326,27 @@ async def update_user(
                 and changes["email"].lower() != current["email"].lower()
             ):
                 await memberships.accept_invitations(
-                    conn, viewer.community_id, user_id, changes["email"]
+                    w.conn, viewer.community_id, user_id, changes["email"]
                 )
             if fields.custom_fields:
-                await _apply_custom_fields(conn, viewer, user_id, fields.custom_fields)
+                await _apply_custom_fields(w.conn, viewer, user_id, fields.custom_fields)
             if "password_hash" in changes:
-                # every session issued so far ends, and every open socket closes (last step:
-                # append_events locks the community's event counter until commit)
-                epoch = await users.next_session_epoch(conn, viewer.community_id, user_id)
-                events = await event_store.append_events(conn, viewer.community_id, [
-                    close_event(user_id, CLOSE_CREDENTIALS_CHANGED, "password changed"),
-                ])
+                # every session issued so far ends, and every open socket closes
+                epoch = await users.next_session_epoch(w.conn, viewer.community_id, user_id)
+                w.emit(close_event(user_id, CLOSE_CREDENTIALS_CHANGED, "password changed"))
+                w.after(_forget(passwords, user_id))
     except asyncpg.UniqueViolationError as exc:
         raise _conflict(exc) from None
-    if "password_hash" in changes:
-        passwords.forget_user(user_id)
-        await publish(hub, events)
     return Updated(row, epoch)
+
+
+def _forget(passwords: Passwords, user_id: int) -> Step:
+    """After commit: drop the user's cached credentials on this process."""
+
+    async def forget() -> None:
+        passwords.forget_user(user_id)
+
+    return forget
 
 
 async def _keep_an_admin(conn: asyncpg.Connection, community_id: int, user_id: int) -> None:
@@ -372,18 +373,15 @@ async def deactivate_user(
 ) -> asyncpg.Record:
     """Deactivate: their sessions end (new epoch) and their open sockets close with 4003 on
     every process (a close event through the hub) at once."""
-    async with transaction(pool) as conn:
-        current = await access_user(conn, viewer, user_id)
+    async with work(pool, hub, viewer.community_id) as w:
+        current = await access_user(w.conn, viewer, user_id)
         require_admin(viewer)
         if current["role"] == "tenant_admin" and current["state"] == "active":
-            await _keep_an_admin(conn, viewer.community_id, user_id)
-        row = await users.set_state(conn, viewer.community_id, user_id, "inactive")
+            await _keep_an_admin(w.conn, viewer.community_id, user_id)
+        row = await users.set_state(w.conn, viewer.community_id, user_id, "inactive")
         assert row is not None
-        await users.next_session_epoch(conn, viewer.community_id, user_id)
-        events = await event_store.append_events(conn, viewer.community_id, [
-            close_event(user_id, CLOSE_DEACTIVATED, "deactivated"),
-        ])
-    if passwords is not None:
-        passwords.forget_user(user_id)
-    await publish(hub, events)
+        await users.next_session_epoch(w.conn, viewer.community_id, user_id)
+        w.emit(close_event(user_id, CLOSE_DEACTIVATED, "deactivated"))
+        if passwords is not None:
+            w.after(_forget(passwords, user_id))
     return row

@@ -30,11 +30,11 @@ from typing import Any
 import asyncpg
 
 from app.access import access_group
-from app.actions.after_commit import AfterCommit, Outbox
 from app.actions.attachments import delete_blobs, store_file, too_large
 from app.actions.content_filters import check_text
 from app.actions.external_systems import hash_secret, new_secret, secret_matches
 from app.actions.messages import NewMessage, insert_message
+from app.actions.work import work
 from app.context import Viewer
 from app.errors import Forbidden, Invalid, NotFound, RateLimited
 from app.params import Page, UploadedFile
@@ -46,7 +46,7 @@ from storage import messages as message_storage
 from storage import users as user_storage
 from storage import webhooks as storage
 from storage.blobs import BlobStore
-from storage.db import connection, transaction
+from storage.db import connection
 
 MAX_NAME = 100
 WEBHOOK_SOURCE = "webhook"
@@ -76,8 +76,8 @@ async def create_webhook(
     pool: asyncpg.Pool, viewer: Viewer, group_id: int, name: str | None
 ) -> CreatedWebhook:
     name = (name or "").strip()
-    async with transaction(pool) as conn:
-        group = await access_group(conn, viewer, group_id, admin=True)
+    async with work(pool, None, viewer.community_id) as w:
+        group = await access_group(w.conn, viewer, group_id, admin=True)
         if group["state"] == "archived":
             raise Forbidden("This group is archived: it takes no new webhooks")
         if not name:
@@ -86,7 +86,7 @@ async def create_webhook(
             raise Invalid.field("webhook[name]", f"is too long (maximum is {MAX_NAME} characters)")
         secret = new_secret()
         row = await storage.insert(
-            conn, viewer.community_id, group["id"], name=name, identifier=secrets.token_hex(12),
+            w.conn, viewer.community_id, group["id"], name=name, identifier=secrets.token_hex(12),
             secret_hash=hash_secret(secret), created_by=viewer.id,
         )
     return CreatedWebhook(row, secret)
@@ -95,9 +95,9 @@ async def create_webhook(
 async def delete_webhook(
     pool: asyncpg.Pool, viewer: Viewer, group_id: int, webhook_id: int
 ) -> None:
-    async with transaction(pool) as conn:
-        group = await access_group(conn, viewer, group_id, admin=True)
-        if not await storage.delete(conn, viewer.community_id, group["id"], webhook_id):
+    async with work(pool, None, viewer.community_id) as w:
+        group = await access_group(w.conn, viewer, group_id, admin=True)
+        if not await storage.delete(w.conn, viewer.community_id, group["id"], webhook_id):
             raise NotFound("Webhook not found")
 
 
@@ -207,15 +207,14 @@ async def post_incoming(
 
     stored = await store_file(pool, blobs, viewer, upload, max_bytes=max_bytes) \
         if upload is not None else None
-    after = AfterCommit(Outbox(pool, hub))
     try:
-        async with transaction(pool) as conn:
-            await check_text(conn, community_id, body, field="message[body]")
-            message_id = await insert_message(conn, viewer, base, NewMessage(
+        async with work(pool, hub, community_id) as w:
+            await check_text(w.conn, community_id, body, field="message[body]")
+            message_id = await insert_message(w, viewer, base, NewMessage(
                 body=body, group_id=hook["group_id"],
                 attachment_ids=[stored["id"]] if stored is not None else [],
                 source=source_of(hook["name"]), require_membership=False,
-            ), after)
+            ))
     except BaseException:
         if stored is not None:
             async with connection(pool) as conn:
@@ -223,5 +222,4 @@ async def post_incoming(
             if deleted is not None:
                 await delete_blobs(blobs, [deleted])
         raise
-    await after.run()
     return message_id

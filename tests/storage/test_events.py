@@ -18,15 +18,19 @@ import pytest_asyncio
 from realtime.events import NewEvent
 from storage.db import create_pool
 from storage.events import (
+    EventIds,
     append_events,
     events_since,
     last_event_id,
     last_event_ids,
     oldest_event_id,
     prune_events,
+    stage_events,
 )
 
-MIGRATION = Path(__file__).resolve().parents[2] / "migrations" / "0006_realtime.sql"
+MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+# the event log, and its numbering at commit (both stand alone)
+MIGRATION_FILES = ("0006_realtime.sql", "0019_event_ids_at_commit.sql")
 
 
 def _admin_dsn() -> str:
@@ -47,12 +51,13 @@ async def _run(dsn: str, sql: str) -> None:
 
 @pytest.fixture(scope="module")
 def events_dsn() -> Iterator[str]:
-    """A throwaway database holding only migration 0005 (it stands alone)."""
+    """A throwaway database holding only the event log's migrations."""
     admin = _admin_dsn()
     name = f"commons_rt_test_{uuid.uuid4().hex[:10]}"
     dsn = f"{admin.rsplit('/', 1)[0]}/{name}"
     asyncio.run(_run(admin, f'CREATE DATABASE "{name}"'))
-    asyncio.run(_run(dsn, MIGRATION.read_text()))
+    for file in MIGRATION_FILES:
+        asyncio.run(_run(dsn, (MIGRATIONS / file).read_text()))
     yield dsn
     asyncio.run(_run(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
@@ -165,6 +170,51 @@ async def test_a_later_transaction_waits_and_gets_the_larger_ids(pool: asyncpg.P
         later = await theirs
         await tx2.commit()
     assert [e.id for e in mine] == [1] and [e.id for e in later] == [2]
+
+
+async def test_staged_events_are_numbered_by_the_commit_in_commit_order(
+    pool: asyncpg.Pool,
+) -> None:
+    """Staging locks nothing (two writers of one community stage at once); each COMMIT numbers
+    its own events, so the one that commits first gets the smaller ids, gap-free, whoever
+    staged first, and reads them back from the COMMIT's notice."""
+    async with pool.acquire() as first, pool.acquire() as second:
+        ids1, ids2 = EventIds(first), EventIds(second)
+        try:
+            tx1, tx2 = first.transaction(), second.transaction()
+            await tx1.start()
+            await tx2.start()
+            await stage_events(first, 1, [ev(n=1), ev("d", n=2)], ids1)
+            await asyncio.wait_for(stage_events(second, 1, [ev(n=3)], ids2), 5)  # no wait
+            assert await last_event_id(pool, 1) == 0  # nothing numbered before a commit
+            await tx2.commit()
+            await tx1.commit()
+            late, early = ids1.numbered(), ids2.numbered()
+        finally:
+            ids1.close()
+            ids2.close()
+    assert [(e.id, e.data) for e in early] == [(1, {"n": 3})]
+    assert [(e.id, e.channel, e.data) for e in late] == [(2, "c", {"n": 1}), (3, "d", {"n": 2})]
+    stored = await events_since(pool, 1, None, 0, 10)
+    assert [(e.id, e.data) for e in stored] == [(1, {"n": 3}), (2, {"n": 1}), (3, {"n": 2})]
+    assert await pool.fetchval("SELECT count(*) FROM realtime_events_staged") == 0
+
+
+async def test_a_rolled_back_stage_takes_no_id(pool: asyncpg.Pool) -> None:
+    async with pool.acquire() as conn:
+        ids = EventIds(conn)
+        try:
+            with pytest.raises(LookupError):
+                async with conn.transaction():
+                    await stage_events(conn, 1, [ev()], ids)
+                    raise LookupError("the change failed")
+            assert ids.numbered() == []
+            async with conn.transaction():
+                await stage_events(conn, 1, [ev(n=1)], ids)
+            assert [e.id for e in ids.numbered()] == [1]
+        finally:
+            ids.close()
+    assert await last_event_id(pool, 1) == 1
 
 
 async def test_concurrent_writers_never_expose_a_hole(pool: asyncpg.Pool) -> None:

@@ -281,6 +281,37 @@ async def test_sharing_a_message(world: World) -> None:
                 ).json["activities"]) == 1
 
 
+async def test_a_remark_is_rendered_before_the_conversation_is_locked(
+    world: World, query_log: Any
+) -> None:
+    """Under the conversation's row lock only the writes run: the mention lookup and the
+    shared message's rendering come before it, and the answer (the event's data) is the very
+    JSON every later read shows, attachments in id order included."""
+    admin = await world.community()
+    ann, bob, cy = [await world.user(admin, n) for n in ("Ann", "Bob", "Cy")]
+    public = await create_message(world.pool, _viewer(cy), admin.community.base_url,
+                                  NewMessage(body="Worth a look"))
+    conv = await start(ann, bob, text=None)
+    second = await _upload(ann, "b.txt", b"b", "text/plain")
+    first = await _upload(ann, "a.txt", b"a", "text/plain")
+    query_log.reset()
+    resp = await ann.api.post(f"/api/conversations/{conv['id']}/remarks", json={"remark": {
+        "text": f"see this @{bob.username}", "shared_message_id": public,
+        "attachment_ids": [first, second]}})
+    assert resp.status == 201, resp.text
+    act = resp.json["activity"]
+    assert act["object"]["shared_message"]["id"] == public
+    assert f'data-user-id="{bob.id}"' in act["object"]["html_body"]
+    assert [a["id"] for a in act["attachments"]] == sorted([first, second])
+    locked = [i for i, q in enumerate(query_log) if "FOR UPDATE OF c" in q]
+    assert len(locked) == 1
+    under_lock = query_log[locked[0] + 1:]
+    assert not [q for q in under_lock if "FROM messages" in q or "lower(u.username)" in q]
+    assert len(under_lock) <= 9, under_lock  # insert, claim, 3 counters, push (2), append, COMMIT
+    listed = await bob.api.get(f"/api/conversations/{conv['id']}/activities/{act['id']}")
+    assert listed.status == 200 and listed.json["activity"] == act
+
+
 async def test_mentions_in_a_remark_are_links(world: World) -> None:
     admin = await world.community()
     ann, bob = [await world.user(admin, n) for n in ("Ann", "Bob")]

@@ -1,0 +1,115 @@
+"""The unit of work: the one way a write action touches the database.
+
+    async with work(pool, hub, viewer.community_id) as w:
+        row = await access_message(w.conn, viewer, message_id)   # rules, reads, writes
+        ...
+        w.emit(*await notifications.notify_users(w.conn, ...))   # notifications, push jobs
+        w.after(lambda: delete_blobs(blobs, files))              # only once committed
+
+One transaction holds the change and everything it causes: notification rows, push jobs
+(visible to `commons worker` at commit) and the realtime events, stored last
+(`storage.events.stage_events`) and numbered by the COMMIT itself, which is the only moment the
+community's event counter is locked (migration 0019). A crash loses all of it or none of it,
+never half (design.md "One request, end to end"; Zulip's do_send_messages does the same under
+one transaction.atomic).
+
+After commit, in this order: the events are published to `hub` (None: they are only stored, and
+sockets catch up from PostgreSQL), then the `after` steps run (deleting blobs, forgetting cached
+credentials). A failing step is logged and never undoes the change, nor skips the next step.
+An exception inside the block rolls everything back: nothing is stored, published or run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Protocol
+
+import asyncpg
+
+from realtime.events import Event, NewEvent
+from storage import events as event_store
+
+log = logging.getLogger("commons.work")
+
+Step = Callable[[], Awaitable[None]]
+
+
+class Publisher(Protocol):
+    """What a unit of work publishes with: realtime.hub.Hub (tests pass their own)."""
+
+    async def publish(self, events: Sequence[Event]) -> None: ...
+
+
+class _RollBack(Exception):
+    """Raised at the end of a unit of work that `roll_back()` was called on."""
+
+
+class Work:
+    """What an action sees of its unit of work (see the module's docstring)."""
+
+    def __init__(self, conn: asyncpg.Connection, community_id: int) -> None:
+        self.conn = conn
+        self.community_id = community_id
+        self.events: list[NewEvent] = []
+        self.steps: list[Step] = []
+        self.published: list[Event] = []
+        """The stored events with their ids, once the unit of work has committed."""
+        self.rolled_back = False
+        self._closed = False
+
+    def emit(self, *events: NewEvent) -> None:
+        """Queue events: stored last in the transaction (in emit order), numbered at commit,
+        published after it."""
+        self._check_open()
+        self.events.extend(events)
+
+    def after(self, step: Step) -> None:
+        """Run `step` once the change is committed (and its events published)."""
+        self._check_open()
+        self.steps.append(step)
+
+    def roll_back(self) -> None:
+        """Undo everything at the end of the block instead of committing (a dry run): nothing
+        is stored, published or run; the block's own result stands."""
+        self._check_open()
+        self.rolled_back = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this unit of work is already finished")
+
+
+@asynccontextmanager
+async def work(
+    pool: asyncpg.Pool, hub: Publisher | None, community_id: int
+) -> AsyncIterator[Work]:
+    """A unit of work in `community_id` (whose event sequence its events join)."""
+    async with pool.acquire() as conn:
+        w = Work(conn, community_id)
+        ids = event_store.EventIds(conn)
+        try:
+            async with conn.transaction():
+                yield w
+                w._closed = True
+                if w.rolled_back:
+                    raise _RollBack
+                await event_store.stage_events(conn, community_id, w.events, ids)
+            w.published = ids.numbered()
+        except _RollBack:
+            return
+        finally:
+            w._closed = True
+            ids.close()
+    # Committed, and the connection is back in the pool.
+    if hub is not None and w.published:
+        try:
+            await hub.publish(w.published)
+        except Exception:  # stored: sockets catch up from PostgreSQL
+            log.exception("publishing %d events failed", len(w.published))
+    for step in w.steps:
+        try:
+            await step()
+        except Exception:
+            log.exception("after-commit step %r failed", step)

@@ -12,7 +12,7 @@ import os
 import re
 from urllib.parse import urlsplit
 
-from app.config import Settings
+from app.config import S3Settings, Settings
 from app.logs import redact
 
 CONNECT_TIMEOUT = 5.0
@@ -139,6 +139,41 @@ async def _check_redis(url: str) -> None:
         await client.aclose()
 
 
+async def _check_s3(s3: S3Settings) -> None:
+    """The bucket answers HeadBucket with these keys: S3 is reachable, the bucket exists (Commons
+    does not create buckets) and the keys may use it."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    from storage.blobs import open_s3_client
+
+    where = _where(s3.endpoint_url) if s3.endpoint_url else f"AWS S3 ({s3.region})"
+    try:
+        async with asyncio.timeout(2 * CONNECT_TIMEOUT):
+            async with open_s3_client(s3, connect_timeout=CONNECT_TIMEOUT,
+                                      read_timeout=CONNECT_TIMEOUT, attempts=1) as client:
+                await client.head_bucket(Bucket=s3.bucket)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code") or "")
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code in {"404", "NoSuchBucket"} or status == 404:
+            raise SettingsError(f"S3_BUCKET: bucket {s3.bucket!r} does not exist at {where} "
+                                f"(Commons does not create it)") from None
+        if code in {"403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"} \
+                or status == 403:
+            raise SettingsError(f"AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY: S3 at {where} "
+                                f"refused access to bucket {s3.bucket!r} ({code or status})"
+                                ) from None
+        raise SettingsError(f"S3_BUCKET: S3 at {where} answered {code or status} for bucket "
+                            f"{s3.bucket!r}") from None
+    except NoCredentialsError:
+        raise SettingsError("AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY: S3 is configured but "
+                            "no credentials were found") from None
+    except (BotoCoreError, OSError, TimeoutError) as exc:
+        setting = "S3_ENDPOINT_URL" if s3.endpoint_url else "AWS_REGION"
+        raise SettingsError(f"{setting}: cannot reach S3 at {where}: {_reason(exc)}") from None
+
+
 def _where(url: str) -> str:
     try:
         parts = urlsplit(url)
@@ -153,15 +188,12 @@ def _reason(exc: BaseException) -> str:
     return redact(f"{name}: {text}" if text else name)[:300]
 
 
-async def check_services(settings: Settings) -> None:
-    """PostgreSQL (always) and Redis (when configured) answer."""
+async def check_services(settings: Settings, *, s3: bool = True) -> None:
+    """PostgreSQL (always), Redis and S3 (when configured) answer. `migrate` passes s3=False:
+    it does not use S3, and a deployment may migrate before its bucket exists."""
     if settings.database_url:
         await _check_postgres(settings.database_url)
     if settings.redis_url:
         await _check_redis(settings.redis_url)
-
-
-def check_settings(settings: Settings) -> None:
-    """Everything, for serve, migrate and worker; raises SettingsError."""
-    check_static(settings)
-    asyncio.run(check_services(settings))
+    if s3 and settings.s3 is not None:
+        await _check_s3(settings.s3)

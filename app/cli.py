@@ -280,7 +280,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
     check_static(settings)
     settings = resolve_database(settings)
-    asyncio.run(check_services(settings))
+    asyncio.run(check_services(settings, s3=False))
     assert settings.database_url
     applied = asyncio.run(apply_migrations(settings.database_url))
     print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))

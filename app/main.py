@@ -85,14 +85,17 @@ def _count_connection(conn: object) -> None:
         add_listener(lost)
 
 
-async def _pool_gauges(pool: asyncpg.Pool, size: int, every: float = 5.0) -> None:
-    """Pool use as gauges, sampled (a request never pays for it)."""
+POOL_SAMPLE_SECONDS = 5.0
+
+
+async def _pool_gauges(pool: asyncpg.Pool, size: int) -> None:
+    """Pool use as gauges, sampled every POOL_SAMPLE_SECONDS (a request never pays for it)."""
     metrics.DB_POOL_MAX.set(size)
     while True:
         total = pool.get_size()
         metrics.DB_POOL_SIZE.set(total)
         metrics.DB_POOL_IN_USE.set(total - pool.get_idle_size())
-        await asyncio.sleep(every)
+        await asyncio.sleep(POOL_SAMPLE_SECONDS)
 
 
 def create_app(

@@ -34,8 +34,9 @@ REQUESTS = Counter(
     ["method", "route", "status"],
 )
 LATENCY = Histogram(
-    "commons_http_request_duration_seconds", "Time to answer HTTP requests, by route template",
-    ["method", "route"],
+    "commons_http_request_duration_seconds",
+    "Time to answer HTTP requests, by route template and status",
+    ["method", "route", "status"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
 )
 WEBSOCKETS = Gauge(

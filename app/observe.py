@@ -48,9 +48,10 @@ def make_observe_middleware(log_requests_at: int) -> web.middleware:  # type: ig
             key = (method, route, status)
             series = children.get(key)
             if series is None:  # labels() is a lookup under a lock: once per key, not request
+                code = str(status)
                 series = children[key] = (
-                    metrics.REQUESTS.labels(method, route, str(status)),
-                    metrics.LATENCY.labels(method, route),
+                    metrics.REQUESTS.labels(method, route, code),
+                    metrics.LATENCY.labels(method, route, code),
                 )
             series[0].inc()
             series[1].observe(elapsed)

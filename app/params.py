@@ -144,6 +144,7 @@ class BodyRoot:
     name: str
     top: frozenset[str]
     nested: frozenset[str]
+    model: type[BaseModel]
 
     @classmethod
     def of(cls, name: str, model: type[BaseModel]) -> BodyRoot:
@@ -163,7 +164,7 @@ class BodyRoot:
                 if isinstance(candidate, type) and issubclass(candidate, BaseModel):
                     nested = names(candidate)
                     break
-        return cls(name, frozenset(names(model) - {name}), frozenset(nested))
+        return cls(name, frozenset(names(model) - {name}), frozenset(nested), model)
 
     def wrap(self, body: dict[str, Any]) -> dict[str, Any]:
         """An unwrapped body (ActiveResource 4+, Rails ParamsWrapper) read as if wrapped in
@@ -178,6 +179,17 @@ class BodyRoot:
         inner = params.get(self.name)
         return isinstance(inner, dict) and any(key in inner for key in self.nested)
 
+    def require_a_field(self, params: dict[str, Any]) -> None:
+        """A write that names no field the endpoint knows is a 422, never a silent 200
+        (decisions.md): wrapped, unwrapped, XML or empty alike. The model's own refusal comes
+        first when it has one (`User can't be blank`), as it names what is missing."""
+        if self.names_a_field(params):
+            return
+        validate(self.model, params)
+        label = self.name.replace("_", " ")
+        raise Invalid(f"The request names no field of {label}",
+                      fields={self.name: ["names no known field"]})
+
 
 BODY_ROOTS = web.AppKey("body_roots", dict[web.AbstractRoute, BodyRoot])
 
@@ -186,8 +198,8 @@ async def read_params(request: web.Request) -> dict[str, Any]:
     """Query string and body decoded and merged (body wins). Cached on the request.
 
     On a create or update whose route names a root key, an unwrapped body is read as if
-    wrapped, and an unwrapped body naming no field the endpoint knows is a 422 (never a silent
-    200). A wrapped body (or none) is left to the model, which names the fields it misses."""
+    wrapped, and a request naming no field the endpoint knows (in the body, wrapped or not, or
+    the query) is a 422, never a silent 200."""
     cached = request.get(PARAMS_KEY)
     if cached is not None:
         return cached
@@ -195,15 +207,11 @@ async def read_params(request: web.Request) -> dict[str, Any]:
     if request.method not in ("GET", "HEAD"):
         body = await read_body(request)
         root = request.app.get(BODY_ROOTS, {}).get(request.match_info.route)
-        unwrapped = root is not None and bool(body) and root.name not in body
         if root is not None:
             body = root.wrap(body)
         params = merge(params, body)
-        if root is not None and unwrapped and not root.names_a_field(params):
-            raise Invalid(
-                f"The request names no field of {root.name.replace('_', ' ')}",
-                fields={root.name: ["names no known field"]},
-            )
+        if root is not None:
+            root.require_a_field(params)
     request[PARAMS_KEY] = params
     return params
 

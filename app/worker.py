@@ -104,11 +104,9 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-async def _heartbeat(
-    pool: asyncpg.Pool, counts: dict[str, int], stop: asyncio.Event,
-    every: float = HEARTBEAT_EVERY,
-) -> None:
-    """Say this worker is alive (with its push counters) until `stop`; then say it left."""
+async def _heartbeat(pool: asyncpg.Pool, counts: dict[str, int], stop: asyncio.Event) -> None:
+    """Say this worker is alive (with its push counters) every HEARTBEAT_EVERY seconds until
+    `stop`; then say it left."""
     from storage import heartbeats
 
     me, host, pid = worker_id(), socket.gethostname(), os.getpid()
@@ -125,7 +123,7 @@ async def _heartbeat(
                 log.warning("worker heartbeat failed: %s", type(exc).__name__)
             failing = True
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), every)
+            await asyncio.wait_for(stop.wait(), HEARTBEAT_EVERY)
     with contextlib.suppress(Exception):
         await heartbeats.forget(pool, me)
 

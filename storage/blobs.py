@@ -538,16 +538,20 @@ class S3Options(Protocol):
 
 
 @asynccontextmanager
-async def open_s3_client(s3: S3Options) -> AsyncIterator[Any]:
+async def open_s3_client(
+    s3: S3Options, *, connect_timeout: float = 10, read_timeout: float = 60, attempts: int = 3
+) -> AsyncIterator[Any]:
+    """An aiobotocore S3 client; the start-up check (app/checks.py) asks for short timeouts
+    and a single attempt."""
     from aiobotocore.config import AioConfig
     from aiobotocore.session import get_session
 
     config = AioConfig(
         signature_version="s3v4",
         s3={"addressing_style": "path" if s3.endpoint_url else "auto"},
-        retries={"max_attempts": 3, "mode": "standard"},
-        connect_timeout=10,
-        read_timeout=60,
+        retries={"max_attempts": attempts, "mode": "standard"},
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
     )
     async with get_session().create_client(
         "s3",

@@ -49,9 +49,12 @@ class UserParams(BaseModel):
     status_message: str | None = Field(None, max_length=500)
     contact_info: dict[str, str] | None = None
     custom_fields: dict[int, str] | None = None
+    # `profile_photo[data]`, a multipart file: read by _profile_photo, named here so that a
+    # request sending only a photo names a known field
+    profile_photo: Any = None
 
     def to_fields(self) -> actions.UserFields:
-        data = self.model_dump(exclude={"manager_id"})
+        data = self.model_dump(exclude={"manager_id", "profile_photo"})
         clear = self.manager_id == -1
         return actions.UserFields(
             **data, manager_id=None if clear else self.manager_id, clear_manager=clear

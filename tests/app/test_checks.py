@@ -11,7 +11,7 @@ import pytest
 from app.checks import SettingsError, check_static
 from app.config import Settings
 from tests.app.test_cli import commons
-from tests.servers import free_port
+from tests.servers import ensure_s3, free_port
 
 BAD = [
     ({"DATABASE_URL": "mysql://u:hunter2@db/x"}, "DATABASE_URL must start with"),
@@ -69,6 +69,42 @@ async def _assert_one_line(
     assert message in lines[0], err
     assert "Traceback" not in err
     assert "hunter2" not in err + out
+
+
+def _s3(**changes: str) -> dict[str, str]:
+    """The test suite's S3 settings, changed."""
+    return {**ensure_s3().env(), **changes}
+
+
+S3_BAD = [
+    (_s3(S3_ENDPOINT_URL=f"http://127.0.0.1:{free_port()}"),
+     "S3_ENDPOINT_URL: cannot reach S3 at 127.0.0.1:"),
+    (_s3(S3_BUCKET="no-such-bucket"),
+     "S3_BUCKET: bucket 'no-such-bucket' does not exist at 127.0.0.1:"),
+    (_s3(AWS_SECRET_ACCESS_KEY="hunter2"),
+     "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY: S3 at 127.0.0.1:"),
+]
+
+
+@pytest.mark.parametrize("command", ["serve", "worker"])
+@pytest.mark.parametrize(("env", "message"), S3_BAD)
+async def test_s3_that_does_not_answer_is_one_line(
+    database_url: str, command: str, env: dict[str, str], message: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reached with HeadBucket at start: unreachable, no such bucket, or the keys refused."""
+    await _assert_one_line(database_url, command, env, message, monkeypatch)
+
+
+async def test_migrate_does_not_need_s3(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It does not use S3, and a deployment may migrate before its bucket exists."""
+    for name, value in S3_BAD[0][0].items():
+        monkeypatch.setenv(name, value)
+    code, out, err = await commons(database_url, "migrate")
+    assert code == 0, err
+    assert out.startswith("applied: nothing")
 
 
 def test_a_good_fcm_file_passes(tmp_path: Path) -> None:

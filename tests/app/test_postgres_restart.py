@@ -22,7 +22,9 @@ from app.config import Settings
 from app.main import create_app
 from app.passwords import Passwords
 from app.resources import POOL
+from app.views.ops import PROBE_TIMEOUT
 from migrations import apply_migrations
+from tests.app.test_metrics import scrape
 from tests.servers import PostgresProcess, start_private_postgres, with_database
 from tests.support import Api, Member, World
 
@@ -36,6 +38,22 @@ def private_postgres() -> Iterator[PostgresProcess]:
     asyncio.run(apply_migrations(with_database(server.admin_dsn, "postgres")))
     yield server
     server.close()
+
+
+@pytest.fixture
+async def on_private(
+    aiohttp_client: Any, settings: Settings, private_postgres: PostgresProcess
+) -> tuple[TestClient, World]:
+    """The app on the private server (started again if a test left it stopped), and a World
+    writing to it."""
+    private_postgres.start()
+    on_private = dataclasses.replace(
+        settings, database_url=with_database(private_postgres.admin_dsn, "postgres"),
+        redis_url=None,
+    )
+    app = create_app(on_private)
+    client: TestClient = await aiohttp_client(app)
+    return client, World(app[POOL], Passwords(settings.argon2), client)
 
 
 async def timed(api: Api, method: str, path: str, **kwargs: Any) -> tuple[Any, float]:
@@ -52,17 +70,10 @@ def assert_unavailable(resp: Any) -> None:
 
 
 async def test_postgres_restart_answers_503_then_recovers(
-    aiohttp_client: Any, settings: Settings, private_postgres: PostgresProcess,
+    on_private: tuple[TestClient, World], private_postgres: PostgresProcess,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    private_postgres.start()
-    on_private = dataclasses.replace(
-        settings, database_url=with_database(private_postgres.admin_dsn, "postgres"),
-        redis_url=None,
-    )
-    app = create_app(on_private)
-    client: TestClient = await aiohttp_client(app)
-    world = World(app[POOL], Passwords(settings.argon2), client)
+    client, world = on_private
     ann: Member = await world.community("Acme")
     assert (await ann.api.get("/api/userinfo")).status == 200
     groups = await ann.api.get("/api/groups")
@@ -106,18 +117,11 @@ async def test_postgres_restart_answers_503_then_recovers(
 
 
 async def test_postgres_gone_mid_request_is_503_not_500(
-    aiohttp_client: Any, settings: Settings, private_postgres: PostgresProcess,
+    on_private: tuple[TestClient, World], private_postgres: PostgresProcess,
 ) -> None:
     """Connections already in the pool when the server restarts are dead: a request that gets
     one answers 503 (or, if asyncpg noticed first, succeeds on a fresh one), never 500."""
-    private_postgres.start()
-    on_private = dataclasses.replace(
-        settings, database_url=with_database(private_postgres.admin_dsn, "postgres"),
-        redis_url=None,
-    )
-    app = create_app(on_private)
-    client: TestClient = await aiohttp_client(app)
-    world = World(app[POOL], Passwords(settings.argon2), client)
+    _, world = on_private
     ann: Member = await world.community("Acme")
     # fill the pool with idle connections
     statuses = await asyncio.gather(*(ann.api.get("/api/groups") for _ in range(8)))
@@ -130,3 +134,53 @@ async def test_postgres_gone_mid_request_is_503_not_500(
     async with asyncio.timeout(15):
         while (await ann.api.get("/api/groups")).status != 200:  # noqa: ASYNC110 - polling the API
             await asyncio.sleep(0.1)
+
+
+async def test_readyz_says_postgres_is_away_while_healthz_stays_up(
+    on_private: tuple[TestClient, World], private_postgres: PostgresProcess,
+) -> None:
+    """A load balancer takes the process out of rotation (503 with the reason), and a liveness
+    probe does not get it restarted for an outage a restart cannot fix."""
+    client, _ = on_private
+    assert (await client.get("/readyz")).status == 200
+
+    await asyncio.to_thread(private_postgres.stop)
+    began = time.monotonic()
+    resp = await client.get("/readyz")
+    body = await resp.json()
+    assert resp.status == 503, body
+    assert time.monotonic() - began < 2 * PROBE_TIMEOUT  # refused at once, bounded if hung
+    assert int(resp.headers["Retry-After"]) > 0
+    assert body["status"] == "unavailable"
+    assert body["reason"].startswith("postgres: "), body
+    assert body["checks"]["postgres"] == body["reason"]
+    alive = await client.get("/healthz")
+    assert alive.status == 200
+    assert await alive.json() == {"status": "ok"}
+
+    await asyncio.to_thread(private_postgres.start)
+    async with asyncio.timeout(15):
+        while (await client.get("/readyz")).status != 200:  # noqa: ASYNC110 - polling the API
+            await asyncio.sleep(0.1)
+
+
+async def test_reconnects_after_a_restart_are_counted(
+    on_private: tuple[TestClient, World], private_postgres: PostgresProcess,
+) -> None:
+    """commons_postgres_reconnects_total: pool connections opened to replace lost ones."""
+    client, world = on_private
+    ann: Member = await world.community("Acme")
+    statuses = await asyncio.gather(*(ann.api.get("/api/groups") for _ in range(4)))
+    assert {s.status for s in statuses} == {200}
+    before = await scrape(client)
+    assert before("commons_postgres_connections_opened_total") >= 1
+
+    await asyncio.to_thread(private_postgres.stop)
+    await asyncio.to_thread(private_postgres.start)
+    async with asyncio.timeout(15):
+        while (await ann.api.get("/api/groups")).status != 200:  # noqa: ASYNC110 - polling the API
+            await asyncio.sleep(0.1)
+    after = await scrape(client)
+    reconnects = after.since(before, "commons_postgres_reconnects_total")
+    assert reconnects >= 1
+    assert after.since(before, "commons_postgres_connections_opened_total") >= reconnects

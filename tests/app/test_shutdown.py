@@ -10,13 +10,16 @@ import signal
 import socket
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
+from app.config import Settings
 from tests.app.test_multiprocess import (
     START_TIMEOUT,
+    ServerProcess,
     _children,
     connect,
     headers,
@@ -92,3 +95,34 @@ async def test_a_signal_to_serve_stops_every_worker_after_draining(
         for pid in workers:
             assert await asyncio.to_thread(_gone, pid, 10), f"worker {pid} outlived serve"
         assert not _listening(server.port)
+
+
+async def test_a_request_outlasting_the_shutdown_timeout_is_cut(
+    world: World, settings: Settings, tmp_path: Path, http: aiohttp.ClientSession,  # noqa: F811
+) -> None:
+    """The drain is bounded: an upload that would take a minute more is cut once
+    COMMONS_SHUTDOWN_TIMEOUT has passed, and the process exits rather than waiting for it."""
+    ann = await world.community("Acme")
+    server = ServerProcess(settings, tmp_path / "data", extra_env={
+        "COMMONS_SHUTDOWN_TIMEOUT": "2", "COMMONS_LOG_LEVEL": "INFO"})
+    try:
+        async with asyncio.timeout(START_TIMEOUT + 60):
+            await server.wait_until_up(http)
+            upload = asyncio.create_task(http.post(
+                f"{server.base}/api/attachments", data=_slow_body(60.0),
+                headers={**headers(ann), "Content-Type": "multipart/form-data; boundary=b"},
+            ))
+            await asyncio.sleep(0.5)
+            began = time.monotonic()
+            os.kill(server.process.pid, signal.SIGTERM)
+            with pytest.raises(aiohttp.ClientError):
+                resp = await upload
+                pytest.fail(f"the upload was answered {resp.status}:\n{server.tail()}")
+            code = await asyncio.to_thread(server.process.wait, 30)
+            took = time.monotonic() - began
+        assert code == 0, server.tail()
+        assert 2 <= took < 30, took  # it waited for the drain, not for the upload
+        assert "drain: requests still in progress after 2.0 s are cut" in server.tail()
+        assert not _listening(server.port)
+    finally:
+        server.stop()

@@ -3,7 +3,6 @@ original service answered (tests/fixtures/socialcast/xml)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
@@ -11,16 +10,7 @@ import pytest
 
 from app.errors import BadRequest
 from app.xml_format import _prefers_xml, parse_xml, to_xml
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "socialcast" / "xml"
-
-
-def _attrs_by_name(root: ElementTree.Element) -> dict[str, set[tuple[str, str]]]:
-    """Element name -> the (attribute, value) pairs seen on it anywhere in the tree."""
-    out: dict[str, set[tuple[str, str]]] = {}
-    for el in root.iter():
-        out.setdefault(el.tag, set()).update(el.attrib.items())
-    return out
+from tests.app.xml_support import FIXTURES, fixture, form
 
 
 def test_one_object_is_its_envelope_element_with_dashed_typed_children() -> None:
@@ -72,25 +62,29 @@ def test_text_never_makes_invalid_xml() -> None:
     assert [el.get("key") for el in root.iter("item")] == ["weird key!", "12"]
 
 
-@pytest.mark.parametrize("name", ["socialcastr_message.xml", "socialcastr_user.xml"])
+def _same_form(theirs: ElementTree.Element, ours: ElementTree.Element, path: str = "") -> int:
+    """Ours element by element against theirs: the same names in the same places, the same
+    `type` and `nil` (form() says which two differences are decided). Elements compared."""
+    here = f"{path}/{theirs.tag}"
+    assert ours.tag == theirs.tag, here
+    assert form(ours) == form(theirs), (here, ours.attrib, theirs.attrib)
+    assert [c.tag for c in ours] == [c.tag for c in theirs], here
+    return 1 + sum(_same_form(t, o, here) for t, o in zip(theirs, ours, strict=True))
+
+
+@pytest.mark.parametrize("name", ["socialcastr_message.xml", "socialcastr_user.xml",
+                                  "socialcastr_messages.xml"])
 def test_output_uses_the_fixture_conventions_for_the_same_elements(name: str) -> None:
-    """Every element our output shares with the original's answer carries the same `type`
-    (ours adds `datetime` on timestamps, as decisions.md says) or is `nil`."""
-    fixture = ElementTree.parse(FIXTURES / name).getroot()
-    data = parse_xml((FIXTURES / name).read_bytes())
-    ours = ElementTree.fromstring(to_xml(data).encode())
-    assert ours.tag == fixture.tag
-    theirs = _attrs_by_name(fixture)
-    checked = 0
-    for tag, attrs in _attrs_by_name(ours).items():
-        expected = {a for a in theirs.get(tag, set()) if a[0] in ("type", "nil")}
-        got = {a for a in attrs if a[0] in ("type", "nil")}
-        if ("type", "symbol") in expected:  # Ruby symbols: plain strings here
-            expected.discard(("type", "symbol"))
-        got.discard(("type", "datetime"))
-        assert got <= expected, (tag, got, expected)
-        checked += 1
-    assert checked > 40
+    """The original's answer, read and written again: every element comes back with the same
+    name, `type` and `nil="true"`, both ways (an attribute we lose or add fails)."""
+    theirs = fixture(name)
+    ours = ElementTree.fromstring(to_xml(parse_xml((FIXTURES / name).read_bytes())).encode())
+    assert _same_form(theirs, ours) > 40
+    nil = [el for el in ours.iter() if el.get("nil") == "true"]
+    assert nil and all(el.attrib == {"nil": "true"} and not el.text and not list(el)
+                       for el in nil)
+    timestamps = [el for el in ours.iter() if el.tag in ("created-at", "updated-at")]
+    assert timestamps and all(el.get("type") == "datetime" for el in timestamps)
 
 
 def test_fixture_parses_into_the_json_shape() -> None:

@@ -278,7 +278,9 @@ async def test_slow_reader_is_disconnected_and_resumes(
     )
 
 
-async def _never_reading_client(port: int, path: str) -> socket.socket:
+async def never_reading_client(
+    port: int, path: str, headers: dict[str, str] | None = None
+) -> socket.socket:
     """A websocket client that completes the handshake and then never reads again, with a
     small receive buffer of its own (so what piles up does so on the server's side)."""
     loop = asyncio.get_running_loop()
@@ -287,8 +289,10 @@ async def _never_reading_client(port: int, path: str) -> socket.socket:
     sock.setblocking(False)
     await loop.sock_connect(sock, ("127.0.0.1", port))
     key = base64.b64encode(os.urandom(16)).decode()
+    head = "".join(f"{name}: {value}\r\n"
+                   for name, value in {"Host": "localhost", **(headers or {})}.items())
     await loop.sock_sendall(sock, (
-        f"GET {path} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+        f"GET {path} HTTP/1.1\r\n{head}Upgrade: websocket\r\n"
         f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
     ).encode())
     head = b""
@@ -310,7 +314,7 @@ async def test_a_reader_that_never_reads_is_cut_after_about_the_bound(
     app, connections = make_app(hub, rt_pool, settings)
     client = await aiohttp_client(app)
     assert client.port is not None
-    sock = await _never_reading_client(client.port, "/rt-conn?user=7&channel=c")
+    sock = await never_reading_client(client.port, "/rt-conn?user=7&channel=c")
     try:
         for _ in range(1000):  # until the socket is live
             if connections and connections[0].channels == {"c", "user:7"}:

@@ -200,8 +200,12 @@ async def test_rename(world: World) -> None:
                                 data={"conversation[name]": ""})
     assert cleared.json["conversation"]["name"] is None
     assert cleared.json["conversation"]["title"] == "Bob X and Cy X"
-    untouched = await ann.api.put(f"/api/conversations/{conv['id']}", json={})
-    assert untouched.status == 200 and untouched.json["conversation"]["name"] is None
+    # a rename that names nothing is no rename (decisions.md: a 422, never a silent 200)
+    blank = await ann.api.put(f"/api/conversations/{conv['id']}", json={})
+    assert blank.status == 422
+    assert blank.json["fields"] == {"conversation": ["names no known field"]}
+    untouched = await ann.api.get(f"/api/conversations/{conv['id']}")
+    assert untouched.json["conversation"]["title"] == "Bob X and Cy X"
 
 
 async def test_members_list_add_and_leave(world: World) -> None:

@@ -507,8 +507,10 @@ async def test_update_group(world: World) -> None:
                                                      "group_chat": "New Name"}
     chat_off = (await owner.api.put(url, json={"group": {"chat": False}})).json["group"]
     assert chat_off["chat_stream_id"] is None and list(chat_off) == [*CAPTURED_GROUP, *GROUP_EXTRAS]
-    # an empty update changes nothing
-    assert (await owner.api.put(url)).json["group"] == chat_off
+    # an update that names nothing is a 422 and changes nothing (decisions.md)
+    empty = await owner.api.put(url)
+    assert empty.status == 422 and empty.json["fields"] == {"group": ["names no known field"]}
+    assert (await owner.api.get(url)).json["group"] == chat_off
 
 
 async def test_update_group_refusals(world: World) -> None:

@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
+from app.actions import provisioning
 from tests.app.views.realtime_support import next_frame, open_socket, read_until_closed
 from tests.support import Member, World
 
@@ -109,13 +111,28 @@ async def test_test_mode_reports_and_changes_nothing(world: World) -> None:
     assert len(users) == 2 and all(u["state"] == "active" for u in users.values())
 
 
-async def test_malformed_file_is_a_422_and_changes_nothing(world: World) -> None:
+async def test_malformed_file_is_a_422_and_changes_nothing(
+    world: World, monkeypatch: pytest.MonkeyPatch,
+) -> None:
     admin = await world.community()
     bob = await world.user(admin, "Bob")
+    # one user a batch, so the users before the fault are written before it is found: the
+    # 422 must undo batches already applied, not only refuse the one at fault
+    monkeypatch.setattr(provisioning, "BATCH", 1)
+    applied: list[str] = []
+    apply = provisioning.Provisioning._apply
+
+    async def counting(self: provisioning.Provisioning, batch: list[Any]) -> None:
+        await apply(self, batch)
+        applied.extend(entry.email for entry in batch)
+
+    monkeypatch.setattr(provisioning.Provisioning, "_apply", counting)
     truncated = EXPORT[: EXPORT.index(b"<first-name>Dana")]
     resp = await provision(admin.api, truncated)
     assert resp.status == 422, resp.text
     assert "user 3" in resp.json["errors"][0]
+    # Carol and Alice were written before the parser found the file cut short
+    assert applied == ["carol@acme.test", "alice@acme.test"]
     no_email = EXPORT.replace(b"<email>alice@acme.test</email>", b"")
     resp = await provision(admin.api, no_email)
     assert resp.status == 422 and "User 2" in resp.json["errors"][0], resp.text

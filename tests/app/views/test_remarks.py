@@ -66,11 +66,14 @@ async def test_a_remark_needs_text_or_attachments(world: World) -> None:
     ann, bob = [await world.user(admin, n) for n in ("Ann", "Bob")]
     conv = await start(ann, bob, text=None)
     path = f"/api/conversations/{conv['id']}/remarks"
-    for body in ({}, {"remark": {"text": "   "}},
+    for body in ({"remark": {"text": "   "}},
                  {"remark": {"location": {"longitude": 1, "latitude": 2}}}):
         resp = await ann.api.post(path, json=body)
         assert resp.status == 422, body
         assert resp.json["fields"] == {"remark[text]": ["can't be blank"]}
+    nothing = await ann.api.post(path, json={})
+    assert nothing.status == 422
+    assert nothing.json["fields"] == {"remark": ["names no known field"]}
     half = await ann.api.post(path, json={"remark": {"text": "x", "location": {"longitude": 1}}})
     assert half.status == 422
     far = await ann.api.post(path, json={"remark": {"text": "x",

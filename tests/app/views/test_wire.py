@@ -4,12 +4,26 @@ JSON bodies, and path segments that must be ids."""
 
 from __future__ import annotations
 
+import io
+from typing import Any
+from urllib.parse import quote_plus
 from xml.etree import ElementTree
 
+import aiohttp
+from PIL import Image
+from yarl import URL
+
 from tests.app.views.feed_support import post
+from tests.app.xml_support import fixture, forms_by_path
 from tests.support import PASSWORD, World
 
 XML = {"Content-Type": "application/xml"}
+
+
+def _png(color: tuple[int, int, int]) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (120, 120), color).save(out, format="PNG")
+    return out.getvalue()
 
 
 def _xml(text: str) -> ElementTree.Element:
@@ -122,6 +136,151 @@ async def test_xml_errors_and_unsafe_xml(world: World) -> None:
     assert count == 0
 
 
+def _nil_exactly_where_null(value: Any, el: ElementTree.Element, path: str = "") -> int:
+    """Our XML against the JSON it renders: null is `<x nil="true"></x>` and nothing else is
+    nil. Returns how many nulls it saw."""
+    here = f"{path}/{el.tag}"
+    if value is None:
+        assert el.attrib == {"nil": "true"} and not el.text and not list(el), here
+        return 1
+    assert el.get("nil") is None, here
+    items = list(value.values()) if isinstance(value, dict) else value
+    if not isinstance(items, list):
+        return 0
+    assert len(list(el)) == len(items), here
+    return sum(_nil_exactly_where_null(v, child, here) for v, child in zip(items, el, strict=True))
+
+
+def _compare_with_fixture(ours: ElementTree.Element,
+                          theirs: list[ElementTree.Element]) -> tuple[int, int]:
+    """Every element both documents have (by path) carries the same `type` where both hold a
+    value, and arrays name their items alike. Returns the paths compared, and of them those
+    both sides hold null at (written alike: _nil_exactly_where_null and the fixture test)."""
+    mine, original = forms_by_path([ours]), forms_by_path(theirs)
+    typed = nil = 0
+    for path in sorted(set(mine) & set(original)):
+        got, expected = mine[path] - {"nil"}, original[path] - {"nil"}
+        if got and expected:  # of an array path (`[]`), the names of its items
+            assert got == expected, (path, got, expected)
+            typed += 1
+        nil += "nil" in mine[path] and "nil" in original[path]
+    return typed, nil
+
+
+async def test_served_xml_matches_the_original_answers(world: World) -> None:
+    """GET /api/messages/:id.xml and /api/users/:id.xml as served, against the original's
+    answers (Socialcastr's fixtures): element names, `type` attributes and `nil="true"`."""
+    admin = await world.community()
+    bob = await world.user(admin, "Bob", title="Engineer")
+    field = await admin.api.post("/api/custom_fields", json={"name": "Department"})
+    profile = await admin.api.put(f"/api/users/{bob.id}", json={"user": {
+        "manager_id": admin.id, "contact_info": {"location": "Lisbon", "cell_phone": "+351 1"},
+        "custom_fields": {str(field.json["custom_field"]["id"]): "Sales"}}})
+    assert profile.status == 200, profile.text
+    group = await world.group(admin, "Readers", members=(bob,))
+    upload = aiohttp.FormData()
+    upload.add_field("attachment", b"minutes", filename="minutes.txt", content_type="text/plain")
+    attached = await bob.api.post("/api/attachments", data=upload)
+    assert attached.status == 201, attached.text
+    message = await post(bob, f"Hello #xml @{admin.username}", title="Trying out the API",
+                         group_id=group["id"], attachment_ids=[attached.json["attachment"]["id"]])
+    url = f"/api/messages/{message['id']}"
+    assert (await admin.api.post(f"{url}/likes")).status == 201
+    reply = await admin.api.post(f"{url}/comments", json={"comment": {"text": "Seen"}})
+    assert (await bob.api.post(f"{url}/comments/{reply.json['comment']['id']}/likes")
+            ).status == 201
+    for path, names, least in (
+        (url, ("socialcastr_message.xml", "socialcastr_messages.xml"), (120, 10)),
+        (f"/api/users/{bob.id}", ("socialcastr_user.xml",), (40, 1)),
+    ):
+        as_json = (await admin.api.get(path + ".json")).json
+        served = await admin.api.get(path + ".xml")
+        assert served.status == 200, served.text
+        ours = _xml(served.text)
+        assert _nil_exactly_where_null(next(iter(as_json.values())), ours) >= least[1]
+        documents = [fixture(name) for name in names]
+        theirs = [m for d in documents for m in (list(d) if d.get("type") == "array" else [d])]
+        assert ours.tag == theirs[0].tag
+        typed, nil = _compare_with_fixture(ours, theirs)
+        assert typed >= least[0] and nil >= least[1], (path, typed, nil)
+
+
+async def test_socialcastr_posts_semicolon_separated_forms(world: World) -> None:
+    """Socialcastr (Net::HTTP `set_form_data(args, ';')`, Basic auth on every request, the
+    `.xml` suffix on every path): its login, a new message, and its edit."""
+    admin = await world.community("Acme")
+    bob = await world.user(admin, "Bob")
+    ruby = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "*/*",
+            "User-Agent": "Ruby"}
+    login = f"email={quote_plus(bob.email)};password={quote_plus(PASSWORD)}".encode()
+    resp = await bob.api.post("/api/authentication.xml", data=login, headers=ruby)
+    assert resp.status == 200, resp.text
+    (community,) = list(_xml(resp.text))
+    # Socialcastr keeps the community whose domain it was given, and reads its profile
+    assert community.find("domain").text == admin.community.domain  # type: ignore[union-attr]
+    assert _int(community, "profile/id") == bob.id
+    form = (b"message%5Bbody%5D=Hello+from+Ruby%3B+with+a+semicolon;"
+            b"message%5Btitle%5D=Greetings")
+    created = await bob.api.post("/api/messages.xml", data=form, headers=ruby)
+    assert created.status == 201, created.text
+    message = _xml(created.text)
+    message_id = _int(message, "id")
+    assert message.find("body").text == "Hello from Ruby; with a semicolon"  # type: ignore[union-attr]
+    assert message.find("title").text == "Greetings"  # type: ignore[union-attr]
+    edited = await bob.api.put(f"/api/messages/{message_id}.xml",
+                               data=b"message%5Bbody%5D=Edited;message%5Btitle%5D=Later",
+                               headers=ruby)
+    assert edited.status == 200, edited.text
+    stored = (await bob.api.get(f"/api/messages/{message_id}.json")).json["message"]
+    assert (stored["body"], stored["title"]) == ("Edited", "Later")
+
+
+async def test_command_line_client_sync_photos(world: World) -> None:
+    """`socialcast sync_photos` as the command-line client runs it: the community's default
+    photo id from userinfo, one quoted `OR` search for a batch of e-mail addresses, then a
+    multipart photo for each user whose avatar is still the system or community default."""
+    admin = await world.community()
+    ann = await world.user(admin, "Ann")
+    cy = await world.user(admin, "Cy")
+    own = aiohttp.FormData()
+    own.add_field("user[profile_photo][data]", _png((0, 90, 200)), filename="cy.png",
+                  content_type="image/png")
+    assert (await cy.api.put(f"/api/users/{cy.id}", data=own)).status == 200
+    cy_avatar = (await admin.api.get(f"/api/users/{cy.id}")).json["user"]["avatars"]
+    info = await admin.api.get("/api/userinfo.json", headers={"Accept": "*/*"})
+    assert info.status == 200, info.text
+    default_photo_id = info.json["user"]["community"]["default_profile_photo_id"]
+    photos = {ann.email: _png((200, 40, 40)), cy.email: _png((40, 200, 40)),
+              "nobody@elsewhere.example": _png((1, 2, 3))}
+    query = " OR ".join(f'"{email}"' for email in photos)
+    found = await admin.api.get("/api/users/search", params={"q": query, "per_page": "50"},
+                                headers={"Accept": "application/json"})
+    assert found.status == 200, found.text
+    users = {u["contact_info"]["email"]: u for u in found.json["users"]}
+    assert set(users) == {ann.email, cy.email}
+    uploaded = []
+    for email, user in users.items():
+        avatars = user["avatars"]
+        if not (avatars["is_system_default"] or avatars["id"] == default_photo_id):
+            continue  # the client leaves a photo the user chose
+        form = aiohttp.FormData()
+        form.add_field("user[profile_photo][data]", photos[email],
+                       filename="photo_upload20240101-1-abc.png", content_type="image/png")
+        resp = await admin.api.put(f"/api/users/{user['id']}", data=form,
+                                   headers={"Accept": "*/*"})
+        assert resp.status == 200, resp.text
+        uploaded.append(email)
+    assert uploaded == [ann.email]
+    after = (await admin.api.get(f"/api/users/{ann.id}")).json["user"]["avatars"]
+    assert after["is_system_default"] is False and isinstance(after["id"], int)
+    square = await admin.api.get(URL(after["square45"]).path)
+    assert square.status == 200
+    pixel = Image.open(io.BytesIO(square.raw)).convert("RGB").getpixel((22, 22))
+    assert isinstance(pixel, tuple)  # Ann's own photo, not Cy's nor a default
+    assert all(abs(got - want) <= 8 for got, want in zip(pixel, (200, 40, 40), strict=True))
+    assert (await admin.api.get(f"/api/users/{cy.id}")).json["user"]["avatars"] == cy_avatar
+
+
 # --- unwrapped JSON bodies (ActiveResource 4+) -------------------------------------------------
 
 
@@ -149,9 +308,11 @@ async def test_unwrapped_update_changes_the_message_and_unknown_fields_are_422(
     assert resp.status == 200, resp.text
     assert resp.json["message"]["body"] == "After"
     assert (await bob.api.get(url)).json["message"]["body"] == "After"
-    nothing = await bob.api.put(url, json={"bdoy": "typo"})
-    assert nothing.status == 422, nothing.text
-    assert nothing.json["code"] == "validation_failed"
+    for kwargs in ({"json": {"bdoy": "typo"}}, {"json": {"message": {"bdoy": "typo"}}},
+                   {"data": b"<message><bdoy>typo</bdoy></message>", "headers": XML}):
+        nothing = await bob.api.put(url, **kwargs)
+        assert nothing.status == 422, nothing.text
+        assert nothing.json["fields"] == {"message": ["names no known field"]}
     assert (await bob.api.get(url)).json["message"]["body"] == "After"
     group = await bob.api.post("/api/groups.json", json={"name": "Unwrapped group"})
     assert group.status == 201, group.text
@@ -283,3 +444,122 @@ async def test_every_parameterless_get_answers_well_formed_xml(world: World) -> 
             assert root.tag == next(iter(as_json.json)).replace("_", "-"), route.path
         checked += 1
     assert checked >= 20
+
+
+# --- every create and update: a request naming no known field is a 422 -----------------------
+
+
+async def _snapshot(world: World) -> dict[str, str]:
+    """A digest of every table's rows: equal snapshots mean nothing changed."""
+    tables = await world.pool.fetch(
+        "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename")
+    out: dict[str, str] = {}
+    async with world.pool.acquire() as conn:
+        for row in tables:
+            name = row["tablename"]
+            out[name] = await conn.fetchval(
+                f'SELECT md5(coalesce(string_agg(t::text, \'|\' ORDER BY t::text), \'\')) '
+                f'FROM "{name}" t')
+    return out
+
+
+async def test_every_write_that_names_no_known_field_is_a_422(world: World) -> None:
+    """Every route that declares a body root (each create and update), sent a body naming only
+    an unknown field (wrapped in the root, unwrapped, in XML) or nothing at all: a 422 and no
+    row changed anywhere. The same route sent a known field unwrapped does what it says."""
+    from app.routes import ROUTES
+
+    admin = await world.community()
+    bob, cy, dee = [await world.user(admin, n) for n in ("Bob", "Cy", "Dee")]
+    group = await world.group(admin, "Sweepers", members=(cy,), chat=True)
+    gid = group["id"]
+    memberships = (await admin.api.get(f"/api/groups/{gid}/memberships")).json
+    cy_membership = next(m["id"] for m in memberships["group_memberships"]
+                         if m["user_id"] == cy.id)
+    message = await post(admin, "Swept")
+    comment = await admin.api.post(f"/api/messages/{message['id']}/comments",
+                                   json={"comment": {"text": "A comment"}})
+    topic = await admin.api.post("/api/topics", json={"topic": {"name": "sweeping"}})
+    conversation = await admin.api.post("/api/conversations", json={
+        "conversation": {"members_emails": f"{bob.email} {cy.email}"},
+        "remark": {"text": "Hi"}})
+    system = await admin.api.post("/api/external_systems", json={
+        "external_system": {"name": "Intranet", "url": "https://intranet.example"}})
+    system_id = system.json["external_system"]["id"]
+    extension = await admin.api.post("/api/reach_extensions", json={
+        "reach_extension": {"name": "Sidebar", "external_system_id": system_id,
+                            "button_type": "verb"}})
+    made = (comment, topic, conversation, system, extension)
+    assert all(r.status == 201 for r in made), [r.text for r in made]
+    stream_id = await world.pool.fetchval(
+        "SELECT id FROM streams WHERE group_id = $1 AND kind = 'group'", gid)
+    ids = {
+        "user_id": bob.id, "group_id": gid, "membership_id": cy_membership,
+        "message_id": message["id"], "stream_id": stream_id, "id": 0,
+        "topic_id": topic.json["topic"]["id"],
+        "external_system_id": system_id,
+        "reach_extension_id": extension.json["reach_extension"]["id"],
+    }
+    comment_id = comment.json["comment"]["id"]
+    conversation_id = conversation.json["conversation"]["id"]
+    # (method, path) -> (the id of `:id`, an unwrapped body naming a known field, its status)
+    known: dict[tuple[str, str], tuple[int, dict[str, Any], int]] = {
+        ("POST", "/api/users"): (0, {"email": "new@sweep.example"}, 201),
+        ("PUT", "/api/users/:user_id"): (0, {"first_name": "Robert"}, 200),
+        ("POST", "/api/groups"): (0, {"name": "Fresh"}, 201),
+        ("PUT", "/api/groups/:group_id"): (0, {"description": "Tidy"}, 200),
+        ("POST", "/api/groups/:group_id/memberships"): (0, {"user_id": dee.id}, 201),
+        ("PUT", "/api/groups/:group_id/memberships/:membership_id"): (0, {"role": "admin"}, 200),
+        ("POST", "/api/messages"): (0, {"body": "Posted"}, 201),
+        ("PUT", "/api/messages/:message_id"): (0, {"body": "Edited"}, 200),
+        ("POST", "/api/streams/:stream_id/messages"): (0, {"body": "In the stream"}, 201),
+        ("POST", "/api/messages/:message_id/comments"): (0, {"text": "Reply"}, 201),
+        ("PUT", "/api/messages/:message_id/comments/:id"): (comment_id, {"text": "Fixed"}, 200),
+        ("POST", "/api/polls"): (0, {"question": "Lunch?", "poll_answers_attributes": [
+            {"answer": "Now"}, {"answer": "Later"}]}, 201),
+        ("POST", "/api/meetings"): (0, {"title": "Plan", "meeting_type": "video_call",
+                                        "starts_at": "2030-05-01T10:00:00+02:00"}, 201),
+        ("POST", "/api/thanks"): (0, {"body": "Great work", "recipients": [bob.id]}, 201),
+        ("POST", "/api/topics"): (0, {"name": "brooms"}, 201),
+        ("PUT", "/api/topics/:topic_id"): (0, {"description": "All about sweeping"}, 200),
+        ("POST", "/api/conversations"): (0, {"members_emails": dee.email}, 201),
+        ("PUT", "/api/conversations/:id"): (conversation_id, {"name": "Team"}, 200),
+        ("POST", "/api/conversations/:conversation_id/remarks"): (0, {"text": "Hello"}, 201),
+        ("POST", "/api/groups/:group_id/chat_messages"): (0, {"body": "Chat"}, 201),
+        ("POST", "/api/external_systems"): (0, {"name": "Wiki", "url": "https://wiki.example"},
+                                            201),
+        ("PUT", "/api/external_systems/:external_system_id"): (
+            0, {"name": "Portal", "url": "https://portal.example"}, 200),
+        ("POST", "/api/external_systems/:external_system_id/messages"): (
+            0, {"body": "From the intranet"}, 201),
+        ("POST", "/api/reach_extensions"): (0, {"name": "Footer", "button_type": "verb",
+                                                "external_system_id": system_id}, 201),
+        ("PUT", "/api/reach_extensions/:reach_extension_id"): (0, {"name": "Header"}, 200),
+        ("POST", "/api/groups/:group_id/webhooks"): (0, {"name": "CI"}, 201),
+    }
+    ids["conversation_id"] = conversation_id
+    rooted = [r for r in ROUTES if r.root is not None]
+    assert {(r.method, r.path) for r in rooted} == set(known)
+    for route in rooted:
+        assert route.root is not None
+        the_id, fields, status = known[(route.method, route.path)]
+        path = route.path
+        for name, value in {**ids, "id": the_id}.items():
+            path = path.replace(f":{name}", str(value))
+        xml_root = route.root.replace("_", "-")
+        before = await _snapshot(world)
+        for kwargs in (
+            {"json": {route.root: {"zz_unknown": "x"}}},
+            {"json": {"zz_unknown": "x"}},
+            {"json": {}},
+            {"data": {"zz_unknown": "x"}},
+            {"data": f"<{xml_root}><zz-unknown>x</zz-unknown></{xml_root}>".encode(),
+             "headers": XML},
+        ):
+            resp = await admin.api.request(route.method, path + ".json", **kwargs)
+            assert resp.status == 422, (route.method, route.path, kwargs, resp.text)
+            assert resp.json["code"] == "validation_failed"
+        assert await _snapshot(world) == before, (route.method, route.path)
+        resp = await admin.api.request(route.method, path + ".json", json=fields)
+        assert resp.status == status, (route.method, route.path, resp.text)
+        assert await _snapshot(world) != before, (route.method, route.path)

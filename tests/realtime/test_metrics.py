@@ -1,0 +1,33 @@
+"""The hub's own drop: an event that arrives ahead of a hole while the stream's reorder buffer is
+full is not held (commons_hub_drops_total) but read back from PostgreSQL, so nothing is lost.
+The other families are read through the app's /metrics in tests/app/test_metrics.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+from prometheus_client import REGISTRY
+
+from tests.realtime.test_hub import Collector, attach, ev
+
+
+def value(name: str) -> float:
+    return REGISTRY.get_sample_value(name) or 0.0
+
+
+async def test_an_event_past_a_full_reorder_buffer_is_dropped_then_read_back(
+    make_hub: Any, rt_pool: asyncpg.Pool, commit: Any
+) -> None:
+    # one process (a Redis hub also hears its own events back, which would count again)
+    hub = await make_hub("local", max_pending=1, gap_timeout=0.2)
+    sub = Collector(1, ["c"])
+    await attach(hub, sub)
+    stored = [(await commit(None, 1, ev("c", n)))[0] for n in range(3)]
+    drops, deliveries = value("commons_hub_drops_total"), value("commons_hub_deliveries_total")
+    await hub.publish([stored[2]])  # held: 1 and 2 are missing
+    await hub.publish([stored[1]])  # the buffer is full: dropped
+    assert value("commons_hub_drops_total") - drops == 1
+    assert await sub.wait_for(3) == [1, 2, 3]  # the catch-up read the hole from PostgreSQL
+    assert value("commons_hub_drops_total") - drops == 1
+    assert value("commons_hub_deliveries_total") - deliveries == 3

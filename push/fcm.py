@@ -5,9 +5,11 @@ grant to the account's token_uri), cached while google-auth says it is valid and
 once when FCM answers 401. google-auth's HTTP transports are synchronous, so a refresh (once
 an hour) runs in a thread, one at a time.
 
-Both URLs are configurable (the API base, `FCM_API_URL`; the token endpoint, `token_uri` of the
-credentials file), which is what lets the tests run a real HTTP exchange against a local
-server.
+Both URLs are configurable (the API base, `FCM_API_URL`; the token endpoint, `token_uri` of
+the credentials file), which is what lets the tests run a real HTTP exchange against a local
+server. Certificates are checked, for both, against the system's trust store, which honours
+SSL_CERT_FILE (the token endpoint through urllib3, the API through a context made when the
+provider is); a server that fails the check is a network failure, retried later.
 
 Errors, as FCM documents them for v1 (`error.details[].errorCode`, else `error.status`):
 UNREGISTERED, INVALID_ARGUMENT and SENDER_ID_MISMATCH reject the token (our payloads are small
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -96,9 +99,10 @@ def fcm_message(token: str, message: PushMessage) -> dict[str, Any]:
     if message.badge is not None:
         data["badge"] = str(message.badge)  # data values are strings in FCM
     if message.silent:
-        # data-only: the app updates its badge without showing anything
+        # data-only: the app updates its badge without showing anything; only the latest
+        # badge matters, so FCM may keep just the last one for a device that is offline
         return {"message": {"token": token, "data": data,
-                            "android": {"priority": "normal"}}}
+                            "android": {"priority": "normal", "collapse_key": "badge"}}}
     body: dict[str, Any] = {
         "token": token,
         "notification": {"title": message.title, "body": message.body},
@@ -106,8 +110,14 @@ def fcm_message(token: str, message: PushMessage) -> dict[str, Any]:
     }
     android: dict[str, Any] = {}
     aps: dict[str, Any] = {}
+    apns: dict[str, Any] = {}
+    if message.push_id:
+        # the push's identity (see PushMessage.push_id): on Android the notification tag, on
+        # iOS the apns-collapse-id, so that a re-send replaces its first copy. Not Android's
+        # collapse_key: FCM keeps at most four of those per device.
+        android["tag"] = message.push_id
+        apns["headers"] = {"apns-collapse-id": message.push_id}
     if message.thread:
-        android["tag"] = message.thread
         aps["thread-id"] = message.thread
     if message.badge is not None:
         android["notification_count"] = message.badge
@@ -115,7 +125,9 @@ def fcm_message(token: str, message: PushMessage) -> dict[str, Any]:
     if android:
         body["android"] = {"notification": android}
     if aps:
-        body["apns"] = {"payload": {"aps": aps}}
+        apns["payload"] = {"aps": aps}
+    if apns:
+        body["apns"] = apns
     return {"message": body}
 
 
@@ -168,8 +180,11 @@ class FcmProvider:
         if not project:
             raise ValueError("FCM needs a project id (FCM_PROJECT_ID or the credentials file)")
         self._owns_session = session is None
+        # certificates checked against the system's trust store as it is now (honouring
+        # SSL_CERT_FILE), not aiohttp's default context, which is made when aiohttp is imported
         self._session = session or aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
+            timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
+            connector=aiohttp.TCPConnector(ssl=ssl.create_default_context()),
         )
         self._tokens = AccessTokens(credentials)
         base = (api_url or DEFAULT_API_URL).rstrip("/")

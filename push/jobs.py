@@ -42,7 +42,7 @@ from storage.notifications import badge_of
 CHANNEL = "commons_push"
 """The LISTEN/NOTIFY channel that wakes workers when jobs are committed."""
 
-KINDS = ("notification", "remark", "badge")
+KINDS = ("notification", "remark", "badge", "chat")
 NOTIFICATION_TYPES = ("main", "conversations")
 # The device switch that must be on for a push of each kind (besides push_enabled); a name from
 # here is the only thing ever put into SQL text.
@@ -50,10 +50,13 @@ SWITCHES = (
     "push_mentions", "push_announcements", "push_replies", "push_conversation_activity",
 )
 
+# $3 user ids, $4 their payloads (one each, or a single one shared by all: sent once; unnest
+# pads the shorter array with nulls).
 _ENQUEUE = """
 WITH made AS (
     INSERT INTO push_jobs (community_id, user_id, device_id, kind, payload, next_attempt_at)
-    SELECT $1, d.user_id, d.id, $2, x.payload::jsonb, now() + $6::interval
+    SELECT $1, d.user_id, d.id, $2, coalesce(x.payload, ($4::text[])[1])::jsonb,
+           now() + $6::interval
     FROM unnest($3::bigint[], $4::text[]) AS x(user_id, payload)
     JOIN client_devices d ON d.community_id = $1 AND d.user_id = x.user_id
         AND d.notification_type = $5 AND d.push_enabled AND {switch}
@@ -62,21 +65,12 @@ WITH made AS (
 SELECT n, CASE WHEN n > 0 THEN pg_notify('commons_push', '')::text END AS woke FROM counted
 """
 
-# The same payload for many users (a remark to a conversation's members): sent once.
-_ENQUEUE_SAME = """
-WITH made AS (
-    INSERT INTO push_jobs (community_id, user_id, device_id, kind, payload, next_attempt_at)
-    SELECT $1, d.user_id, d.id, $2, ($4::text)::jsonb, now() + $6::interval
-    FROM client_devices d
-    WHERE d.community_id = $1 AND d.user_id = ANY($3::bigint[])
-        AND d.notification_type = $5 AND d.push_enabled AND {switch}
-    RETURNING 1
-), counted AS (SELECT count(*)::int AS n FROM made)
-SELECT n, CASE WHEN n > 0 THEN pg_notify('commons_push', '')::text END AS woke FROM counted
-"""
+# A chat message `c` unread by member `gm` (read state `cr`): after they last viewed the chat
+# and after they joined, as storage/chat_messages.py counts unread chats.
+_CHAT_UNREAD = "c.created_at > greatest(cr.last_viewed_at, gm.created_at)"
 
 # Whether a claimed job is still worth sending (see the module docstring).
-_WANTED = """
+_WANTED = f"""
 (d.user_id = j.user_id AND d.push_enabled
  AND CASE j.payload->'check'->>'switch'
         WHEN 'push_mentions' THEN d.push_mentions
@@ -95,6 +89,17 @@ _WANTED = """
               AND m.user_id = j.user_id AND m.left_at IS NULL
               AND m.last_read_activity_id < (j.payload->'check'->>'activity_id')::bigint)
         WHEN 'badge' THEN (j.payload->>'seq') IS DISTINCT FROM (j.payload->>'sent_seq')
+        WHEN 'chat' THEN EXISTS (
+            SELECT 1 FROM group_chat_messages c
+            JOIN group_memberships gm ON gm.group_id = c.group_id AND gm.user_id = j.user_id
+            LEFT JOIN group_chat_reads cr
+                ON cr.group_id = c.group_id AND cr.user_id = j.user_id
+            WHERE c.id = (j.payload->'check'->>'chat_message_id')::bigint
+              AND {_CHAT_UNREAD}
+              AND coalesce(cr.push_notifications_enabled, true)
+              AND CASE WHEN (j.payload->'check'->>'mention')::boolean
+                       THEN coalesce(cr.push_notification_on_chat_mention, true)
+                       ELSE coalesce(cr.push_notification_on_group_chat_message, true) END)
         ELSE false END)
 """
 
@@ -115,6 +120,71 @@ RETURNING j.id, j.community_id, j.user_id, j.device_id, j.kind, j.payload::text 
 """
 
 COMPLETE = "DELETE FROM push_jobs WHERE id = ANY($1::bigint[])"
+
+_ENQUEUE_CHAT = """
+WITH made AS (
+    INSERT INTO push_chat_fanouts (community_id, group_id, chat_message_id, author_id, mentions,
+                                   payload)
+    VALUES ($1, $2, $3, $4, $5::text[], ($6::text)::jsonb)
+    RETURNING 1
+)
+SELECT pg_notify('commons_push', '') FROM made
+"""
+
+# One chunk of one chat fan-out (see fan_out): $1 the chunk size (members). The next members
+# after the cursor; for each of their `main` devices, the route the push takes: 'mention'
+# (@mentioned, the member's chat mention setting and the device's push_mentions on) or else
+# 'message' (the member's chat message setting and the device's push_conversation_activity
+# on), or none. Never the author, only active users, only members for whom the message is
+# still unread, only with the member's group push switch on.
+_FAN_OUT = f"""
+WITH f AS (
+    SELECT * FROM push_chat_fanouts ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED
+), gm AS (
+    SELECT gm.user_id, gm.created_at FROM f
+    JOIN group_memberships gm ON gm.group_id = f.group_id AND gm.user_id > f.after_user_id
+    ORDER BY gm.user_id LIMIT $1
+), routes AS (
+    SELECT gm.user_id, d.id AS device_id,
+           CASE WHEN lower(u.username) = ANY(f.mentions) AND d.push_mentions
+                     AND coalesce(cr.push_notification_on_chat_mention, true) THEN 'mention'
+                WHEN d.push_conversation_activity
+                     AND coalesce(cr.push_notification_on_group_chat_message, true)
+                     THEN 'message' END AS route
+    FROM f
+    JOIN group_chat_messages c ON c.id = f.chat_message_id
+    JOIN gm ON gm.user_id <> f.author_id
+    JOIN users u ON u.id = gm.user_id AND u.state = 'active'
+    JOIN client_devices d ON d.community_id = f.community_id AND d.user_id = gm.user_id
+        AND d.notification_type = 'main' AND d.push_enabled
+    LEFT JOIN group_chat_reads cr ON cr.group_id = f.group_id AND cr.user_id = gm.user_id
+    WHERE {_CHAT_UNREAD} AND coalesce(cr.push_notifications_enabled, true)
+), made AS (
+    INSERT INTO push_jobs (community_id, user_id, device_id, kind, payload)
+    SELECT f.community_id, r.user_id, r.device_id, 'chat',
+           (f.payload - 'mention_title') || jsonb_build_object(
+               'title', f.payload->(CASE r.route WHEN 'mention' THEN 'mention_title'
+                                                 ELSE 'title' END),
+               'check', jsonb_build_object(
+                   'switch', CASE r.route WHEN 'mention' THEN 'push_mentions'
+                                          ELSE 'push_conversation_activity' END,
+                   'chat_message_id', f.chat_message_id, 'mention', r.route = 'mention'))
+    FROM f, routes r WHERE r.route IS NOT NULL
+    ORDER BY r.user_id, r.device_id
+    RETURNING 1
+), counted AS (
+    SELECT (SELECT count(*) FROM f)::int AS taken, (SELECT count(*) FROM gm)::int AS members,
+           (SELECT max(user_id) FROM gm) AS last_user, (SELECT count(*) FROM made)::int AS made
+), moved AS (
+    UPDATE push_chat_fanouts p SET after_user_id = counted.last_user
+    FROM f, counted WHERE p.id = f.id AND counted.members = $1
+), finished AS (
+    DELETE FROM push_chat_fanouts p USING f, counted WHERE p.id = f.id AND counted.members < $1
+)
+SELECT taken, members, made,
+       CASE WHEN made > 0 THEN pg_notify('commons_push', '')::text END AS woke
+FROM counted
+"""
 
 # One silent badge update per device of the user that has push on: a new job, or a bump of
 # the device's existing one (see the module docstring).
@@ -172,14 +242,17 @@ class PushMessage:
     body: str
     data: Mapping[str, str]
     thread: str | None = None
-    """Pushes of one thread replace each other (APNs thread-id / collapse id, FCM tag)."""
+    """Pushes of one thread are grouped together on the device (APNs thread-id)."""
     badge: int | None = None
     """The app icon's badge (counted when the job is claimed)."""
     silent: bool = False
     """A badge update only: nothing shown (APNs content-available, FCM data-only)."""
     push_id: str | None = None
-    """The same for every attempt of one job (APNs apns-id), so that a re-send after a crash
-    is recognisably the same push."""
+    """The push's identity, the same for every attempt of one job: APNs apns-id and
+    apns-collapse-id, FCM's Android notification tag and apns-collapse-id for iOS. A re-send
+    after a crash (at least once delivery) therefore replaces its first copy on the device
+    instead of showing twice, and never replaces a different push (a collapse id per thread
+    would let a late re-send cover a newer push of the thread with older text)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,59 +312,67 @@ async def enqueue(
     conn: asyncpg.Connection,
     community_id: int,
     kind: str,
-    entries: Sequence[tuple[int, Mapping[str, Any]]],
+    user_ids: Sequence[int],
+    payloads: Sequence[Mapping[str, Any]],
     *,
     notification_type: str,
     switch: str | None,
     delay: timedelta = timedelta(0),
 ) -> int:
     """A job for every device of type `notification_type` with push_enabled (and `switch` on)
-    of each (user id, payload) in `entries`, in the caller's transaction: workers see the jobs
-    once it commits. One statement whatever the number; returns how many jobs were made."""
+    of each user, in the caller's transaction: workers see the jobs once it commits.
+    `payloads` holds one payload per user id, or one shared by all of them (a remark to a
+    conversation's members: sent to PostgreSQL once). One statement whatever the number;
+    returns how many jobs were made."""
     if kind not in KINDS:
         raise ValueError(f"unknown push job kind {kind!r}")
     if notification_type not in NOTIFICATION_TYPES:
         raise ValueError(f"unknown notification type {notification_type!r}")
     if switch is not None and switch not in SWITCHES:
         raise ValueError(f"unknown push switch {switch!r}")
-    if not entries:
+    if len(payloads) not in (1, len(user_ids)):
+        raise ValueError("one payload per user, or one for all")
+    if not user_ids:
         return 0
     sql = _ENQUEUE.format(switch=f"d.{switch}" if switch else "true")
     row = await conn.fetchrow(
-        sql, community_id, kind, [user_id for user_id, _ in entries],
-        [orjson.dumps(p).decode() for _, p in entries], notification_type, delay,
-    )
-    assert row is not None
-    return int(row["n"])
-
-
-async def enqueue_same(
-    conn: asyncpg.Connection,
-    community_id: int,
-    kind: str,
-    user_ids: Sequence[int],
-    payload: Mapping[str, Any],
-    *,
-    notification_type: str,
-    switch: str | None,
-    delay: timedelta = timedelta(0),
-) -> int:
-    """`enqueue` for one payload shared by every user (sent to PostgreSQL once)."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown push job kind {kind!r}")
-    if notification_type not in NOTIFICATION_TYPES:
-        raise ValueError(f"unknown notification type {notification_type!r}")
-    if switch is not None and switch not in SWITCHES:
-        raise ValueError(f"unknown push switch {switch!r}")
-    if not user_ids:
-        return 0
-    sql = _ENQUEUE_SAME.format(switch=f"d.{switch}" if switch else "true")
-    row = await conn.fetchrow(
-        sql, community_id, kind, list(user_ids), orjson.dumps(payload).decode(),
+        sql, community_id, kind, list(user_ids), [orjson.dumps(p).decode() for p in payloads],
         notification_type, delay,
     )
     assert row is not None
     return int(row["n"])
+
+
+async def enqueue_chat(
+    conn: asyncpg.Connection,
+    community_id: int,
+    group_id: int,
+    chat_message_id: int,
+    author_id: int,
+    mentions: Sequence[str],
+    message: PushMessage,
+    mention_title: str,
+) -> None:
+    """In the chat message's transaction: ONE row, whatever the group's size, that
+    `fan_out` turns into the members' push jobs (`message` for each, titled `mention_title`
+    for those @mentioned in `mentions`, usernames)."""
+    stored = {**payload(message, {}), "mention_title": mention_title}
+    del stored["check"]
+    await conn.execute(_ENQUEUE_CHAT, community_id, group_id, chat_message_id, author_id,
+                       sorted({m.lower() for m in mentions}), orjson.dumps(stored).decode())
+
+
+async def fan_out(pool: asyncpg.Pool, chunk: int) -> tuple[int, int] | None:
+    """Fan out the next `chunk` members of the oldest chat message waiting to be fanned out,
+    in one transaction (one statement) that also moves its cursor, or deletes it with its
+    last chunk: so each member is fanned out once, even when a worker dies. Several workers
+    take different messages (SKIP LOCKED). (members looked at, jobs made), or None when no
+    message is waiting."""
+    row = await pool.fetchrow(_FAN_OUT, chunk)
+    assert row is not None
+    if not row["taken"]:
+        return None
+    return int(row["members"]), int(row["made"])
 
 
 async def claim(conn: asyncpg.Connection | asyncpg.Pool, limit: int, lease: timedelta

@@ -21,3 +21,6 @@ class WorkerSettings:
     idle_poll: float = 5.0
     badge_interval: float = 5.0
     """At most one silent badge update per device per this many seconds."""
+    fanout_chunk: int = 1000
+    """Members of a group fanned out per transaction for a chat message (not a PUSH_*
+    setting: it bounds a transaction's length, nothing an operator needs to tune)."""

@@ -12,12 +12,19 @@ requests in flight, and then settles the batch in a few statements:
   provider's Retry-After), unless that would be past `give_up`;
 * the token was rejected: the device is deleted, and with it every job still queued for it.
 
-Delivery is at least once: a worker killed after a send but before settling its batch leaves
-those jobs to be claimed again when their lease ends, and they are sent again. A re-send
-carries the same push id (APNs apns-id) and collapse id / tag as the first, so the device
-replaces the first rather than showing two. Results are settled as they come in (group
-commit), so what a killed worker leaves to be sent again is what was in flight (at most
-`concurrency`) plus what was being settled.
+Delivery is at least once: a worker killed after a send but before recording its result
+leaves that job to be claimed again when its lease ends, and it is sent again. Each job's
+result is recorded as soon as its own send completes (group commit), and a send keeps its
+slot until then, so what a killed worker leaves to be sent again is at most `concurrency`
+jobs: the sends on the wire. A re-send carries the same push id as the first (APNs apns-id
+and apns-collapse-id, FCM tag and apns-collapse-id), so the device replaces the first rather
+than showing two. Stopped with SIGTERM, the worker finishes and records the batch in hand:
+nothing is sent twice.
+
+A group chat message is ONE job of another kind (push/jobs.py `enqueue_chat`, table
+push_chat_fanouts), written by the request whatever the group's size; each round fans out a
+chunk of its members (`fanout_chunk`, one transaction) into ordinary jobs, one per device
+whose settings allow it, which the following batches send.
 
 Workers wake up on NOTIFY commons_push (sent by `enqueue` at commit) and otherwise poll every
 `idle_poll` seconds, which is also when retries come due.
@@ -29,6 +36,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -48,6 +56,8 @@ from storage import client_devices
 log = logging.getLogger("commons.push")
 
 PLATFORMS = ("apns", "fcm")
+FAN_OUT_LOOK = 1.0
+"""Seconds between looks for group chat messages to fan out while a backlog is drained."""
 
 
 @dataclass
@@ -58,6 +68,8 @@ class Stats:
     dropped: int = 0
     gave_up: int = 0
     rejected: int = 0
+    fanned_out: int = 0
+    """Push jobs made by fanning out group chat messages."""
     outcomes: list[tuple[int, str]] = field(default_factory=list)
     """(job id, outcome) of every job handled, in order (for logs and tests)."""
 
@@ -68,6 +80,7 @@ class Stats:
         self.dropped += other.dropped
         self.gave_up += other.gave_up
         self.rejected += other.rejected
+        self.fanned_out += other.fanned_out
         self.outcomes.extend(other.outcomes)
 
     @property
@@ -115,14 +128,25 @@ class PushWorker:
         hand is finished, the rest stays queued for the next worker; what happened."""
         total = Stats()
         settings = self._settings
+        look_again = 0.0
         while stop is None or not stop.is_set():
+            # a chunk of a group chat message's members becomes jobs, sent from the next
+            # batch on: fanning out and sending take turns, so neither waits for the other.
+            # With nothing to fan out, look again only every FAN_OUT_LOOK seconds while
+            # draining (a round trip per batch saved); each wake-up looks at once.
+            fanned = None
+            if time.monotonic() >= look_again:
+                fanned = await jobs.fan_out(self._pool, settings.fanout_chunk)
+                if fanned is None:
+                    look_again = time.monotonic() + FAN_OUT_LOOK
+                else:
+                    total.fanned_out += fanned[1]
             batch = await jobs.claim(
                 self._pool, settings.batch_size, timedelta(seconds=settings.lease)
             )
-            if not batch:
-                return total
-            total.add(await self._deliver(batch))
-            if len(batch) < settings.batch_size:
+            if batch:
+                total.add(await self._deliver(batch))
+            if len(batch) < settings.batch_size and fanned is None:
                 return total
         return total
 
@@ -142,11 +166,13 @@ class PushWorker:
                             wake.clear()
                             stats = await self.run_once(stop)
                             self.count(stats)
-                            if stats.handled:
+                            if stats.handled or stats.fanned_out:
                                 log.info(
                                     "push: %d sent, %d skipped, %d retried, %d dropped, "
-                                    "%d gave up, %d tokens rejected", stats.sent, stats.skipped,
-                                    stats.retried, stats.dropped, stats.gave_up, stats.rejected,
+                                    "%d gave up, %d tokens rejected, %d fanned out from group "
+                                    "chats", stats.sent, stats.skipped, stats.retried,
+                                    stats.dropped, stats.gave_up, stats.rejected,
+                                    stats.fanned_out,
                                 )
                             await _wait_any(wake, stop, self._settings.idle_poll)
                     finally:
@@ -157,9 +183,14 @@ class PushWorker:
                 await _wait_any(stop, stop, self._settings.idle_poll)
 
     async def _deliver(self, batch: Sequence[Claimed]) -> Stats:
-        """Send a batch, settling results as they come (group commit: whatever finished while
-        the previous settlement was being written goes in the next one), so that a worker
-        killed mid-batch leaves few sent-but-unsettled jobs to be sent again."""
+        """Send a batch, recording each job's result as soon as its own send completes.
+
+        Results are written by group commit: whatever finished while the previous settlement
+        was being written goes into the next one (one short transaction each). A send keeps
+        its slot (one of `concurrency`) until its result is written, so that at any moment
+        at most `concurrency` jobs have reached (or may have reached) the provider without
+        their result being durable: that, the sends on the wire, is all that a worker
+        killed at that moment leaves to be sent again."""
         stats = Stats()
         settings = self._settings
         now = datetime.now(UTC)
@@ -194,9 +225,11 @@ class PushWorker:
                 except Exception as exc:  # a provider bug must not lose the batch
                     log.exception("push provider %s failed", provider.name)
                     result = SendResult(Outcome.RETRY, f"provider error: {exc!r}")
-            self._record(job, result, now, pending, stats)
-            remaining -= 1
-            ready.set()
+                recorded = pending
+                self._record(job, result, now, recorded, stats)
+                remaining -= 1
+                ready.set()
+                await recorded.written  # the slot is free once the result is durable
 
         async def settle() -> None:
             nonlocal pending
@@ -206,12 +239,14 @@ class PushWorker:
                 if pending:
                     taken, pending = pending, _Settlement()
                     await self._settle(taken)
+                    taken.written.set_result(None)
                 if remaining == 0 and not pending:
                     return
 
         sends = [asyncio.create_task(send(job)) for job in to_send]
         try:
             await settle()
+            await asyncio.gather(*sends)
         finally:
             for task in sends:
                 task.cancel()
@@ -249,6 +284,9 @@ class PushWorker:
         stats.outcomes.append((job.id, label))
 
     async def _settle(self, taken: _Settlement) -> None:
+        if not (taken.badges or taken.retries or taken.rejected):
+            await jobs.complete(self._pool, taken.done)  # the usual case: one statement
+            return
         interval = timedelta(seconds=self._settings.badge_interval)
         async with self._pool.acquire() as conn, conn.transaction():
             await jobs.complete(conn, taken.done)
@@ -265,6 +303,9 @@ class _Settlement:
     badges: list[tuple[int, int, bool]] = field(default_factory=list)
     retries: list[tuple[int, float, str]] = field(default_factory=list)
     rejected: list[int] = field(default_factory=list)
+    written: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future())
+    """Done once this settlement is committed."""
 
     def __bool__(self) -> bool:
         return bool(self.done or self.badges or self.retries or self.rejected)

@@ -28,7 +28,7 @@ RETURNING {COLUMNS}
 # What using a group's chat depends on, and nothing that costs per member (the group JSON's
 # member_count and admin_ids do): $1 community, $2 viewer, $3 external contributor, $4 group.
 ACCESS = f"""
-SELECT g.id, g.chat_enabled, g.state,
+SELECT g.id, g.name, g.chat_enabled, g.state,
        (SELECT m.role FROM group_memberships m WHERE m.group_id = g.id AND m.user_id = $2)
            AS viewer_role,
        {listed_sql("g", "$2", "$3")} AS listed

@@ -5,7 +5,8 @@ Rules (decided): the chat of a group is for its members. A group the viewer may 
 an archived group is a 403 (reading it stays possible). A message has a body, attachments or
 both. Posting marks the chat read for its author (the others' unread counts are counted when
 read, so a post costs the same in any group size); PATCH marks it read up to now. The
-`chat_message.created` event goes to `group:<id>`.
+`chat_message.created` event goes to `group:<id>`. Push: one job per message, fanned out to
+the members' devices by `commons worker` (docs/notifications.md).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import asyncpg
 
 from app.actions import attachments as attachment_actions
+from app.actions.notifications import enqueue_chat_push
 from app.actions.remarks import body_html
 from app.actions.work import work
 from app.context import Viewer
@@ -107,6 +109,7 @@ async def post_chat_message(
             )
         await chat_messages.mark_read(w.conn, viewer.community_id, group["id"], viewer.id)
         rendered = (await render_chat_messages(w.conn, viewer, [row], base))[0]
+        await enqueue_chat_push(w.conn, group, row, rendered["user"])  # one job, any size
         w.emit(NewEvent(group_channel(group["id"]), "chat_message.created", rendered))
     return rendered
 

@@ -43,6 +43,7 @@ import asyncpg
 from app.actions.work import work
 from app.context import Viewer
 from app.errors import NotFound
+from app.markup.entities import extract_mentions
 from app.render.notifications import notification as render_notification
 from app.render.users import display_name
 from app.urls import comment_permalink, group_url, message_permalink, user_url
@@ -138,7 +139,8 @@ async def _announce(
     body = subject.notifiable_text or ""
     switch = SWITCH_OF_FILTER.get(subject.filter)
     events: list[NewEvent] = []
-    entries: list[tuple[int, Mapping[str, Any]]] = []
+    user_ids: list[int] = []
+    payloads: list[Mapping[str, Any]] = []
     for row in rows:
         data = render_notification(row, sender, base)
         events.append(NewEvent(user_channel(row["user_id"]), NOTIFICATION_CREATED, data))
@@ -148,10 +150,10 @@ async def _announce(
                   "filter": subject.filter, "url": data["notifiable_url"]},
         )
         check = {"switch": switch, "notification_id": row["id"]}
-        entries.append((row["user_id"], push_jobs.payload(message, check)))
-    await push_jobs.enqueue(
-        conn, community_id, "notification", entries, notification_type="main", switch=switch
-    )
+        user_ids.append(row["user_id"])
+        payloads.append(push_jobs.payload(message, check))
+    await push_jobs.enqueue(conn, community_id, "notification", user_ids, payloads,
+                            notification_type="main", switch=switch)
     return events
 
 
@@ -321,9 +323,35 @@ async def enqueue_remark_push(
     check = {"switch": "push_conversation_activity", "conversation_id": conversation["id"],
              "activity_id": activity["id"]}
     payload = push_jobs.payload(message, check)
-    return await push_jobs.enqueue_same(
-        conn, conversation["community_id"], "remark", members, payload,
+    return await push_jobs.enqueue(
+        conn, conversation["community_id"], "remark", members, [payload],
         notification_type="conversations", switch="push_conversation_activity",
+    )
+
+
+# --- push for group chat messages ------------------------------------------------------------
+
+
+async def enqueue_chat_push(
+    conn: asyncpg.Connection,
+    group: Mapping[str, Any],
+    message: Mapping[str, Any],
+    author: Mapping[str, Any],
+) -> None:
+    """Inside the chat message's transaction: ONE push job for the whole group, whatever its
+    size (`commons worker` fans it out to the members' `main` devices whose settings allow
+    it: push/jobs.py `fan_out`). `author` is the rendered embedded user."""
+    name = author["name"]
+    text = excerpt(message["body"])
+    body = f"{name}: {text}" if text else f"{name} sent an attachment"
+    push = PushMessage(
+        title=group["name"], body=body, thread=f"group_chat:{group['id']}",
+        data={"type": "chat_message", "group_id": str(group["id"]),
+              "chat_message_id": str(message["id"])},
+    )
+    await push_jobs.enqueue_chat(
+        conn, message["community_id"], group["id"], message["id"], message["user_id"],
+        extract_mentions(message["body"]), push, f"{name} mentioned you in {group['name']}",
     )
 
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import datetime
 import ipaddress
+import ssl
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,24 +44,33 @@ def _name(common: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
 
 
-def make_certificates(directory: Path) -> tuple[Path, Path, Path]:
-    """A test CA and a server certificate for Apple's hosts (and 127.0.0.1) signed by it:
-    (ca.pem, server.pem, server.key)."""
+def make_certificates(
+    directory: Path, *, hosts: Sequence[str] = HOSTS, ca_of: Path | None = None
+) -> tuple[Path, Path, Path]:
+    """A server certificate for `hosts` (Apple's by default) and 127.0.0.1, signed by a new
+    test CA, or by the one made earlier in directory `ca_of`: (ca.pem, server.pem,
+    server.key). The CA's key stays beside it (ca.key), for `ca_of`."""
     now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (x509.CertificateBuilder().subject_name(_name("Commons test CA"))
-          .issuer_name(_name("Commons test CA")).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number())
-          .not_valid_before(now - datetime.timedelta(hours=1))
-          .not_valid_after(now + datetime.timedelta(days=2))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False,
-                                       False), critical=True)
-          .sign(ca_key, hashes.SHA256()))
+    if ca_of is None:
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca = (x509.CertificateBuilder().subject_name(_name("Commons test CA"))
+              .issuer_name(_name("Commons test CA")).public_key(ca_key.public_key())
+              .serial_number(x509.random_serial_number())
+              .not_valid_before(now - datetime.timedelta(hours=1))
+              .not_valid_after(now + datetime.timedelta(days=2))
+              .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+              .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False,
+                                           False), critical=True)
+              .sign(ca_key, hashes.SHA256()))
+    else:
+        ca = x509.load_pem_x509_certificate((ca_of / "ca.pem").read_bytes())
+        loaded = serialization.load_pem_private_key((ca_of / "ca.key").read_bytes(), None)
+        assert isinstance(loaded, ec.EllipticCurvePrivateKey)
+        ca_key = loaded
     key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = [x509.DNSName(h) for h in HOSTS]
+    names: list[x509.GeneralName] = [x509.DNSName(h) for h in hosts]
     names.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
-    cert = (x509.CertificateBuilder().subject_name(_name(HOSTS[0])).issuer_name(ca.subject)
+    cert = (x509.CertificateBuilder().subject_name(_name(hosts[0])).issuer_name(ca.subject)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(hours=1))
             .not_valid_after(now + datetime.timedelta(days=1))
@@ -69,12 +80,23 @@ def make_certificates(directory: Path) -> tuple[Path, Path, Path]:
             .sign(ca_key, hashes.SHA256()))
     directory.mkdir(parents=True, exist_ok=True)
     ca_file, cert_file, key_file = (directory / n for n in ("ca.pem", "server.pem", "server.key"))
+
+    def private(k: ec.EllipticCurvePrivateKey) -> bytes:
+        return k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                               serialization.NoEncryption())
+
     ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (directory / "ca.key").write_bytes(private(ca_key))
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_file.write_bytes(private(key))
     return ca_file, cert_file, key_file
+
+
+def server_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
+    """A TLS server context with this certificate (for the FCM stand-in over HTTPS)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+    return context
 
 
 @dataclass
@@ -132,10 +154,7 @@ class FakeApns:
         return path
 
     async def start(self, cert_file: Path, key_file: Path) -> None:
-        import ssl
-
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(cert_file, key_file)
+        context = server_context(cert_file, key_file)
         context.set_alpn_protocols(["h2"])
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=context)
         self.port = self._server.sockets[0].getsockname()[1]

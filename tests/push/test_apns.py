@@ -113,7 +113,8 @@ async def test_a_push_reaches_apns_as_apple_expects_it(
     assert got.headers["apns-priority"] == "10"
     assert got.headers["apns-id"] == jobs.push_id(job_id)
     uuid.UUID(got.headers["apns-id"])  # the UUID form APNs wants
-    assert got.headers["apns-collapse-id"] == f"Message:{message_id}"
+    # a re-send (at least once delivery) replaces exactly its first copy on the device
+    assert got.headers["apns-collapse-id"] == got.headers["apns-id"]
     # the bearer JWT verified with the .p8 key's public half (fake_apns), and it says:
     assert got.jwt_header == {"alg": "ES256", "kid": KEY_ID, "typ": "JWT"}
     assert got.jwt_claims["iss"] == TEAM_ID and abs(got.jwt_claims["iat"] - _now()) < 60
@@ -288,3 +289,44 @@ async def test_a_connection_apns_closed_is_opened_again(
     assert stats.sent == 1
     assert apple.fake.connections == 2 and len(apple.proxy.tunnels) == 2
     assert len(apple.fake.received) == 2
+
+
+@pytest.mark.parametrize("impostor", ["an untrusted CA", "another host's certificate"])
+async def test_an_apns_server_whose_certificate_does_not_check_out_is_refused(
+    world: World, apple: Apple, tmp_path: Path, impostor: str
+) -> None:
+    """The tunnel leads to a server that speaks APNs perfectly but cannot prove it is Apple:
+    its certificate is signed by a CA the worker does not trust, or by the trusted CA but for
+    another host. The worker refuses the connection: a temporary failure (retried later, as
+    any network failure), nothing sent, nothing marked sent. The genuine server afterwards
+    gets the very same push (so the refusal is TLS checking, not a broken set-up)."""
+    ann, bob = await people(world)
+    await register(bob, DEVICE)
+    await mention(ann, bob)
+    if impostor == "an untrusted CA":
+        _, cert, key = make_certificates(tmp_path / "rogue")
+    else:
+        _, cert, key = make_certificates(tmp_path / "rogue", hosts=("push.example.org",),
+                                         ca_of=tmp_path / "tls")
+    rogue = FakeApns(key=apple.fake.key)  # would even verify our JWT
+    await rogue.start(cert, key)
+    apple.proxy.target = ("127.0.0.1", rogue.port)
+    provider = ApnsProvider.from_options(apple.settings)
+    try:
+        stats = await make_worker(world, provider).run_once()
+        assert (stats.retried, stats.sent) == (1, 0)
+        assert apple.proxy.tunnels == ["api.push.apple.com:443"]  # it was reached
+        assert rogue.received == [] and rogue.connections == 0  # no request went over TLS
+        [job] = await jobs.pending(world.pool)
+        assert "CERTIFICATE_VERIFY_FAILED" in job["last_error"], job["last_error"]
+        assert job["attempts"] == 1
+
+        apple.proxy.target = ("127.0.0.1", apple.fake.port)
+        await world.pool.execute("UPDATE push_jobs SET next_attempt_at = now()")
+        assert (await make_worker(world, provider).run_once()).sent == 1
+        [got] = apple.fake.received
+        assert got.headers["apns-id"] == jobs.push_id(job["id"])
+        assert await jobs.pending(world.pool) == []
+    finally:
+        await provider.close()
+        await rogue.stop()

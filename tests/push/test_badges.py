@@ -16,10 +16,8 @@ from push.log import LogProvider
 from push.worker import PushWorker, WorkerSettings
 from tests.app.views.conversations_support import say, start
 from tests.push.fake_fcm import FakeFcm
-from tests.push.test_worker import fcm, mention, people, register
+from tests.push.test_worker import mention, people, register
 from tests.support import Member, World
-
-__all__ = ["fcm"]
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from push.worker import WorkerSettings, backoff
 
 MESSAGE = PushMessage(title="Ann mentioned you", body="hello",
                       data={"type": "notification", "notification_id": "7"},
-                      thread="Message:3")
+                      thread="Message:3", push_id="5d1e4c1a-0000-4000-8000-000000000007")
 
 
 @pytest.mark.parametrize(("status", "reason", "outcome"), [
@@ -87,8 +87,10 @@ def test_fcm_message() -> None:
         "token": "tok",
         "notification": {"title": "Ann mentioned you", "body": "hello"},
         "data": {"type": "notification", "notification_id": "7"},
-        "android": {"notification": {"tag": "Message:3"}},
-        "apns": {"payload": {"aps": {"thread-id": "Message:3"}}},
+        # the push's own identity, so that a re-send replaces its first copy
+        "android": {"notification": {"tag": "5d1e4c1a-0000-4000-8000-000000000007"}},
+        "apns": {"headers": {"apns-collapse-id": "5d1e4c1a-0000-4000-8000-000000000007"},
+                 "payload": {"aps": {"thread-id": "Message:3"}}},
     }}
 
 
@@ -103,7 +105,7 @@ def test_fcm_badge_and_silent_messages() -> None:
     silent = PushMessage(title="", body="", data={"type": "badge"}, badge=0, silent=True)
     assert fcm.fcm_message("tok", silent) == {"message": {
         "token": "tok", "data": {"type": "badge", "badge": "0"},
-        "android": {"priority": "normal"},
+        "android": {"priority": "normal", "collapse_key": "badge"},
     }}  # data-only: nothing shown
 
 
@@ -116,8 +118,9 @@ def test_apns_badge_and_silent_payloads() -> None:
         ("apns-topic", "org.app"), ("apns-id", "0b7c1a52-0000-4000-8000-000000000001"),
         ("apns-push-type", "background"), ("apns-priority", "5")]
     assert apns.apns_headers(MESSAGE, "org.app") == [
-        ("apns-topic", "org.app"), ("apns-push-type", "alert"), ("apns-priority", "10"),
-        ("apns-collapse-id", "Message:3")]
+        ("apns-topic", "org.app"), ("apns-id", "5d1e4c1a-0000-4000-8000-000000000007"),
+        ("apns-push-type", "alert"), ("apns-priority", "10"),
+        ("apns-collapse-id", "5d1e4c1a-0000-4000-8000-000000000007")]
 
 
 def test_backoff_doubles_up_to_a_cap_and_respects_retry_after() -> None:

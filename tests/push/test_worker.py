@@ -17,22 +17,18 @@ import pytest
 
 from app.config import FcmSettings, Settings
 from app.worker import run_worker
+from push import jobs
 from push.fcm import FcmProvider
+from push.jobs import PushMessage
 from push.log import LogProvider
+from push.provider import SendResult
 from push.worker import PushWorker, Stats, WorkerSettings
 from tests.app.views.conversations_support import say, start
+from tests.push.fake_apns import make_certificates, server_context
 from tests.push.fake_fcm import Answer, FakeFcm
 from tests.support import Member, World
 
 Fixture = Callable[..., Any]
-
-
-@pytest.fixture
-async def fcm(aiohttp_server: Fixture) -> FakeFcm:
-    fake = FakeFcm()
-    server = await aiohttp_server(fake.app(), host="127.0.0.1")
-    fake.base_url = str(server.make_url("")).rstrip("/")
-    return fake
 
 
 def fcm_settings(fake: FakeFcm, directory: Path) -> FcmSettings:
@@ -97,6 +93,7 @@ async def test_delivers_a_notification_through_fcm(
     _, ann, bob = await people(world)
     await register(bob, "bob:phone-1")
     message_id = await mention(ann, bob, text="Standup moved")
+    push_id = jobs.push_id((await pending(world))[0]["id"])
     stats = await make_worker(world, provider).run_once()
     assert (stats.sent, stats.handled) == (1, 1), (stats, await pending(world))
     note = (await bob.api.get("/api/notifications")).json["notifications"][0]
@@ -108,8 +105,9 @@ async def test_delivers_a_notification_through_fcm(
                          "body": f"Standup moved @{bob.username}"},
         "data": {"type": "notification", "notification_id": str(note["id"]),
                  "filter": "at_mentions", "url": note["notifiable_url"], "badge": "1"},
-        "android": {"notification": {"tag": f"Message:{message_id}", "notification_count": 1}},
-        "apns": {"payload": {"aps": {"thread-id": f"Message:{message_id}", "badge": 1}}},
+        "android": {"notification": {"tag": push_id, "notification_count": 1}},
+        "apns": {"headers": {"apns-collapse-id": push_id},
+                 "payload": {"aps": {"thread-id": f"Message:{message_id}", "badge": 1}}},
     }
     assert await pending(world) == []
     # the access token is kept for the next sends
@@ -268,6 +266,51 @@ async def test_concurrency_is_bounded(world: World, fcm: FakeFcm, provider: FcmP
     assert fcm.max_in_flight == 2
 
 
+class Watched:
+    """The FCM provider, watched: before each send, how many earlier sends are still not
+    recorded (their job still claimed in push_jobs). That is what a worker killed at that
+    moment would leave to be sent twice."""
+
+    name = "fcm"
+
+    def __init__(self, inner: FcmProvider, world: World, job_of: dict[str, int]) -> None:
+        self.inner, self.world, self.job_of = inner, world, job_of
+        self.started: list[int] = []
+        self.most_unrecorded = 0
+
+    async def send(self, token: str, message: PushMessage) -> SendResult:
+        unrecorded = await self.world.pool.fetchval(
+            "SELECT count(*) FROM push_jobs WHERE id = ANY($1::bigint[])", self.started)
+        self.most_unrecorded = max(self.most_unrecorded, unrecorded)
+        self.started.append(self.job_of[token])
+        return await self.inner.send(token, message)
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_a_send_keeps_its_slot_until_its_result_is_recorded(
+    world: World, fcm: FakeFcm, provider: FcmProvider
+) -> None:
+    """So that a worker killed at any moment leaves at most `concurrency` pushes that may
+    have reached the provider without being recorded (test_worker_killed.py kills one)."""
+    admin, ann, _ = await people(world)
+    crowd = await world.many_users(admin, 40)
+    for member in crowd:
+        await register(member, f"fcm:{member.username}")
+    await mention(ann, *crowd)
+    job_of = {r["registration_id"]: r["id"] for r in await world.pool.fetch(
+        "SELECT j.id, d.registration_id FROM push_jobs j JOIN client_devices d "
+        "ON d.id = j.device_id")}
+    watched = Watched(provider, world, job_of)
+    fcm.delay = 0.01
+    worker = PushWorker(world.pool, {"fcm": watched, "apns": LogProvider("apns")},
+                        WorkerSettings(concurrency=4, batch_size=40))
+    assert (await worker.run_once()).sent == 40
+    assert len(watched.started) == 40 and await pending(world) == []
+    assert watched.most_unrecorded <= 3  # besides the send about to start: 4 at most
+
+
 async def test_two_workers_never_send_the_same_job(
     world: World, fcm: FakeFcm, provider: FcmProvider
 ) -> None:
@@ -401,3 +444,51 @@ async def test_nothing_is_sent_to_a_member_who_left_meanwhile(
     stats = await make_worker(world, provider).run_once()
     assert (stats.skipped, stats.sent) == (1, 1)
     assert fcm.attempts == ["admin:chat"]
+
+
+@pytest.mark.parametrize("untrusted", ["the FCM API", "the OAuth token endpoint"])
+async def test_an_fcm_server_whose_certificate_does_not_check_out_is_refused(
+    world: World, aiohttp_server: Fixture, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    untrusted: str,
+) -> None:
+    """FCM and its token endpoint over HTTPS: a server whose certificate comes from a CA the
+    worker does not trust is refused, a temporary failure (retried later), nothing sent and
+    nothing marked sent; the same stand-in with a certificate from the trusted CA gets the
+    very same push."""
+    ca, cert, key = make_certificates(tmp_path / "tls")
+    _, rogue_cert, rogue_key = make_certificates(tmp_path / "rogue")
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca))  # the worker trusts the test CA, and only it
+    fake = FakeFcm()
+    trusted = await aiohttp_server(fake.app(), host="127.0.0.1", ssl=server_context(cert, key))
+    rogue = await aiohttp_server(fake.app(), host="127.0.0.1",
+                                 ssl=server_context(rogue_cert, rogue_key))
+    good, bad = (str(s.make_url("")).rstrip("/") for s in (trusted, rogue))
+    assert good.startswith("https://") and bad.startswith("https://")
+    fake.base_url = bad if untrusted == "the OAuth token endpoint" else good  # token_uri
+    credentials = fake.credentials(tmp_path)
+    _, ann, bob = await people(world)
+    await register(bob, "bob:phone")
+    await mention(ann, bob)
+
+    api = bad if untrusted == "the FCM API" else good
+    refused = FcmProvider.from_options(FcmSettings(None, str(credentials), api))
+    try:
+        stats = await make_worker(world, refused).run_once()
+    finally:
+        await refused.close()
+    assert (stats.retried, stats.sent) == (1, 0)
+    assert fake.attempts == [] and fake.received == []  # no request got through
+    [job] = await pending(world)
+    assert "certificate verify failed" in job["last_error"].lower(), job["last_error"]
+    # the token endpoint was reached over checked TLS when only the API was untrusted
+    assert fake.issued == ([] if untrusted == "the OAuth token endpoint" else ["access-1"])
+
+    fake.base_url = good
+    genuine = FcmProvider.from_options(FcmSettings(None, str(fake.credentials(tmp_path)), good))
+    await world.pool.execute("UPDATE push_jobs SET next_attempt_at = now()")
+    try:
+        assert (await make_worker(world, genuine).run_once()).sent == 1
+    finally:
+        await genuine.close()
+    assert [r["message"]["token"] for r in fake.received] == ["bob:phone"]
+    assert await pending(world) == []

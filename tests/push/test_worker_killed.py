@@ -1,11 +1,12 @@
 """Fault test (issue 8): `commons worker` SIGKILLed in the middle of a batch, then started
 again. No push is lost: every job reaches the APNs stand-in (through APNS_PROXY, over TLS and
-HTTP/2) once its lease is over. None is duplicated as the device sees it: the pushes that were
-in flight when the worker died are sent again (delivery is at least once: APNs took them but
-the dead worker never heard so), and each such re-send carries the same apns-id and
-apns-collapse-id as the first, so the device replaces the first instead of showing two. The
-number of such re-sends is what was in flight (PUSH_CONCURRENCY) plus what was being settled,
-never more than one batch (PUSH_BATCH_SIZE)."""
+HTTP/2) once its lease is over. Some pushes do reach the provider twice: those that were on
+the wire when the worker died (APNs took them but the dead worker never heard so). Exactly
+once to an outside provider cannot be had (docs/notifications.md); what the worker does
+guarantee, and this test asserts, is that a re-send is the very same push (same apns-id and
+apns-collapse-id, so the device replaces the first copy instead of showing two) and that
+there are at most PUSH_CONCURRENCY of them: each job's result is recorded as soon as its own
+send completes, and a send keeps its slot until then."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ async def wait_for(condition: Callable[[], Awaitable[bool]], seconds: float, wha
         await asyncio.sleep(0.02)
 
 
-async def test_a_worker_killed_mid_batch_loses_nothing_and_duplicates_nothing(
+async def test_a_worker_killed_mid_batch_loses_nothing_and_re_sends_only_what_was_on_the_wire(
     world: World, settings: Settings, tmp_path: Path,
     apple: tuple[FakeApns, ConnectProxy, Path],
 ) -> None:
@@ -135,7 +136,7 @@ async def test_a_worker_killed_mid_batch_loses_nothing_and_duplicates_nothing(
         assert len({(r.headers["apns-collapse-id"], r.device, str(r.payload["notification_id"]))
                     for r in copies}) == 1
     assert max(ids.values()) <= 2
-    # at most what was in flight or being settled when the worker died: never over a batch
-    assert len(resent) <= BATCH
+    # at most the sends on the wire when the worker died, never the rest of the batch
+    assert len(resent) <= CONCURRENCY < BATCH
     print(f"\nkilled after {at_kill} of 180 pushes; {left} jobs left; "
           f"{len(resent)} re-sent with the same apns-id; 0 lost")

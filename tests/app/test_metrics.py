@@ -34,8 +34,8 @@ from tests.app.test_multiprocess import (
 )
 from tests.app.views.conversations_support import start
 from tests.app.views.realtime_support import basic_headers, next_event, open_socket
-from tests.push.fake_fcm import Answer, FakeFcm
 from tests.push.conftest import fcm  # noqa: F401 - a fixture
+from tests.push.fake_fcm import Answer, FakeFcm
 from tests.push.test_worker import fcm_settings, mention, register
 from tests.realtime.test_websocket import never_reading_client
 from tests.support import World

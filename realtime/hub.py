@@ -168,8 +168,9 @@ class Hub:
     # -- publishing ------------------------------------------------------------------------
 
     async def publish(self, events: Sequence[Event]) -> None:
-        """Send committed events (from `append_events`) to every process. Never raises for a
-        transport failure: the events are in PostgreSQL and hubs catch up from there."""
+        """Send committed events (numbered by their COMMIT, app/actions/work.py) to every
+        process. Never raises for a transport failure: the events are in PostgreSQL and hubs
+        catch up from there."""
         if not events:
             return
         encoded = [encode(e) for e in events]

@@ -36,6 +36,7 @@ import orjson
 from aiohttp import WSCloseCode, WSMsgType, web
 
 from app import metrics
+from realtime.channels import user_channel
 from realtime.events import (
     CONTROL_EVENT,
     PONG_FRAME,
@@ -43,7 +44,6 @@ from realtime.events import (
     EncodedEvent,
     Event,
     encode_frame,
-    user_channel,
     welcome_frame,
 )
 from realtime.hub import Hub

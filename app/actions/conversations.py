@@ -30,7 +30,6 @@ from app.actions.remarks import (
     Remark,
     Uploads,
     check_remark,
-    conversation_channel,
     post_in_transaction,
     render_activities,
     store_uploads,
@@ -40,6 +39,7 @@ from app.context import Viewer
 from app.errors import Invalid
 from app.render.conversations import conversation, conversation_summary
 from app.render.users import conversation_member
+from realtime.channels import conversation_channel
 from realtime.events import NewEvent, control_event
 from realtime.hub import Hub
 from storage import activities, conversations, users

@@ -49,7 +49,8 @@ from app.render.users import display_name
 from app.urls import comment_permalink, group_url, message_permalink, user_url
 from push import jobs as push_jobs
 from push.jobs import PushMessage
-from realtime.events import NewEvent, user_channel
+from realtime.channels import user_channel
+from realtime.events import NewEvent
 from realtime.hub import Hub
 from storage import conversations as conversation_store
 from storage import notifications as store

@@ -23,8 +23,13 @@ from app.presence import REFRESH_SECONDS
 from app.resources import hub_of, pool_of, presence_of, settings_of
 from realtime.channels import channels_if_active
 from realtime.events import CLOSE_DEACTIVATED
-from realtime.websocket import RealtimeSettings, Refused, parse_since, serve_realtime
-from storage.events import MAX_ID
+from realtime.websocket import (
+    RealtimeSettings,
+    Refused,
+    UnknownSince,
+    parse_since,
+    serve_realtime,
+)
 
 
 @functools.lru_cache(maxsize=8)
@@ -47,14 +52,13 @@ def realtime_settings(settings: Settings) -> RealtimeSettings:
 
 def _since(request: web.Request) -> int | None:
     try:
-        since = parse_since(request)
+        return parse_since(request)
+    except UnknownSince:
+        raise BadRequest("since (or Last-Event-ID) is not an event id of this server") from None
     except ValueError:
         raise BadRequest(
             "since (or Last-Event-ID) must be an event id: a non-negative integer"
         ) from None
-    if since is not None and since > MAX_ID:
-        raise BadRequest("since (or Last-Event-ID) is not an event id of this server")
-    return since
 
 
 async def realtime(request: web.Request) -> web.StreamResponse:

@@ -10,11 +10,15 @@ from app.errors import Conflict, Invalid, NotFound
 from app.passwords import Passwords
 from storage import badges, communities, meetings, users
 from storage.communities import Community
-from storage.db import transaction
+from storage.db import Conn, transaction
 
 ADMIN_EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+$")
 DOMAIN_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789.-")
 STREAM_NAMES = ("current", "classic")
+
+
+async def community_by_id(conn: Conn, community_id: int) -> Community | None:
+    return await communities.by_id(conn, community_id)
 
 
 def _stream_names(value: str) -> str:

@@ -12,7 +12,8 @@ import asyncpg
 from app.access import access_user, require_admin, require_self_or_admin
 from app.actions.work import Step, work
 from app.context import Viewer
-from app.errors import Conflict, Forbidden, Invalid
+from app.errors import Conflict, Forbidden, Invalid, NotFound
+from app.params import Page
 from app.passwords import Passwords
 from app.render.users import full_user
 from realtime.events import (
@@ -22,6 +23,7 @@ from realtime.events import (
 )
 from realtime.hub import Hub
 from storage import custom_fields, memberships, users
+from storage.db import Conn
 
 PasswordCheck = Callable[[int, str], Awaitable[None]]
 """Confirms (user id, current password) or raises: 403 when wrong, 429 when throttled."""
@@ -104,6 +106,73 @@ async def _full_users_loading(
         )
         for r in rows
     ]
+
+
+# --- reads (what the views show; FULL rows, rendered with full_users) ------------------------
+
+
+async def full_user_row(conn: Conn, viewer: Viewer, user_id: int) -> asyncpg.Record:
+    """The FULL row of a user of the viewer's community, or NotFound."""
+    row = await users.full_by_id(conn, viewer.community_id, viewer.id, user_id)
+    if row is None:
+        raise NotFound("User not found")
+    return row
+
+
+async def full_user_by_company_login(conn: Conn, viewer: Viewer, login: str) -> asyncpg.Record:
+    row = await users.full_by_company_login(conn, viewer.community_id, viewer.id, login)
+    if row is None:
+        raise NotFound("User not found")
+    return row
+
+
+async def list_users(
+    conn: Conn, viewer: Viewer, *, state: str, emails: Sequence[str] | None, page: Page
+) -> list[asyncpg.Record]:
+    return await users.list_users(
+        conn, viewer.community_id, viewer.id, states=STATE_FILTERS[state], emails=emails,
+        offset=page.offset, limit=page.limit,
+    )
+
+
+async def search_users(
+    conn: Conn, viewer: Viewer, *, tsquery: str, emails: Sequence[str],
+    states: tuple[str, ...], page: Page,
+) -> list[asyncpg.Record]:
+    return await users.search(
+        conn, viewer.community_id, viewer.id, tsquery=tsquery, emails=emails, states=states,
+        offset=page.offset, limit=page.limit,
+    )
+
+
+async def employees(
+    conn: Conn, viewer: Viewer, manager_id: int, page: Page
+) -> list[asyncpg.Record]:
+    manager = await access_user(conn, viewer, manager_id)
+    return await users.employees(
+        conn, viewer.community_id, viewer.id, manager["id"], page.offset, page.limit
+    )
+
+
+async def followers(conn: Conn, viewer: Viewer, user_id: int, page: Page) -> list[asyncpg.Record]:
+    """FULL rows of who follows the user (NotFound for a user the viewer may not see)."""
+    user = await access_user(conn, viewer, user_id)
+    return await users.followers(
+        conn, viewer.community_id, viewer.id, user["id"], page.offset, page.limit
+    )
+
+
+async def following(conn: Conn, viewer: Viewer, user_id: int, page: Page) -> list[asyncpg.Record]:
+    """FULL rows of whom the user follows (NotFound for a user the viewer may not see)."""
+    user = await access_user(conn, viewer, user_id)
+    return await users.following(
+        conn, viewer.community_id, viewer.id, user["id"], page.offset, page.limit
+    )
+
+
+async def basic_user(conn: Conn, viewer: Viewer, user_id: int) -> asyncpg.Record | None:
+    """The BASIC row of a user of the viewer's community (None: not there)."""
+    return await users.by_id(conn, viewer.community_id, user_id)
 
 
 def normalize_role(role: str) -> str:

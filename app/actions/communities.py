@@ -6,9 +6,11 @@ import re
 
 import asyncpg
 
+from app.context import Viewer
 from app.errors import Conflict, Invalid, NotFound
 from app.passwords import Passwords
 from storage import badges, communities, meetings, users
+from storage import community_info as community_info_storage
 from storage.communities import Community
 from storage.db import Conn, transaction
 
@@ -19,6 +21,16 @@ STREAM_NAMES = ("current", "classic")
 
 async def community_by_id(conn: Conn, community_id: int) -> Community | None:
     return await communities.by_id(conn, community_id)
+
+
+async def community_info(conn: Conn, viewer: Viewer) -> asyncpg.Record:
+    """GET /api/community_info's row: the community with the viewer's counts."""
+    row = await community_info_storage.info(
+        conn, viewer.community_id, viewer.id, viewer.is_external
+    )
+    if row is None:
+        raise NotFound("Community not found")
+    return row
 
 
 def _stream_names(value: str) -> str:

@@ -24,7 +24,6 @@ from app.params import LOOSE, OptionalId, Page, QueryFlag, page_of, parse, path_
 from app.render.groups import full_group
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response, no_content
-from storage import groups
 
 M = TypeVar("M", bound=BaseModel)
 PERMISSION = "^(public|private|external_contributor)$"
@@ -124,12 +123,12 @@ async def _list(
     tsquery = actions.name_tsquery(query.q)
     if tsquery is None and query.q.strip():
         return json_response({"groups": []})  # a q with no word in it matches nothing
-    rows = await groups.list_groups(
-        pool_of(request), viewer.community_id, viewer.id, viewer.is_external,
+    rows = await actions.list_groups(
+        pool_of(request), viewer, page,
         include_requestable=query.include_private_requestable_groups,
         can_join_only=query.can_join_only,
         can_request_only=query.can_request_membership_only,
-        tsquery=tsquery, member_ids=member_ids, offset=page.offset, limit=page.limit,
+        tsquery=tsquery, member_ids=member_ids,
     )
     return json_response({"groups": _render(request, rows)})
 
@@ -159,9 +158,8 @@ async def search_groups(request: web.Request) -> web.Response:
     if tsquery is None:
         return json_response({"groups": []})
     viewer = viewer_of(request)
-    rows = await groups.list_groups(
-        pool_of(request), viewer.community_id, viewer.id, viewer.is_external,
-        include_requestable=True, tsquery=tsquery, offset=page.offset, limit=page.limit,
+    rows = await actions.list_groups(
+        pool_of(request), viewer, page, include_requestable=True, tsquery=tsquery
     )
     return json_response({"groups": _render(request, rows)})
 
@@ -174,20 +172,14 @@ async def mutual_groups(request: web.Request) -> web.Response:
     first = await access_user(pool, viewer, query.user_id)
     second_id = query.other_user_id if query.other_user_id is not None else viewer.id
     second = await access_user(pool, viewer, second_id)
-    rows = await groups.list_groups(
-        pool, viewer.community_id, viewer.id, viewer.is_external,
-        member_ids=[first["id"], second["id"]], offset=page.offset, limit=page.limit,
-    )
+    rows = await actions.list_groups(pool, viewer, page, member_ids=[first["id"], second["id"]])
     return json_response({"groups": _render(request, rows)})
 
 
 async def pinned_groups(request: web.Request) -> web.Response:
     page = page_of(await read_params(request))
     viewer = viewer_of(request)
-    rows = await groups.pinned(
-        pool_of(request), viewer.community_id, viewer.id, viewer.is_external, page.offset,
-        page.limit,
-    )
+    rows = await actions.pinned_groups(pool_of(request), viewer, page)
     return json_response({"groups": _render(request, rows)})
 
 

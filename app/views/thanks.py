@@ -25,7 +25,7 @@ from app.access import access_user
 from app.actions import thanks as actions
 from app.actions.messages import render_messages
 from app.context import community_of, viewer_of
-from app.errors import BadRequest, Invalid, NotFound
+from app.errors import BadRequest, Invalid
 from app.params import (
     LOOSE,
     IdList,
@@ -40,8 +40,6 @@ from app.params import (
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response
 from app.views.messages import MessageListQuery, limits_of
-from storage import badges as badge_storage
-from storage import thanks as thanks_storage
 
 
 def _blank_none(value: Any) -> Any:
@@ -103,11 +101,10 @@ async def _list(request: web.Request, recipient_id: int | None) -> web.Response:
     since = since_param(query.since)
     viewer = viewer_of(request)
     async with pool_of(request).acquire() as conn:
-        rows = await thanks_storage.list_thanks(
-            conn, viewer.community_id, viewer.id, viewer.is_external,
+        rows = await actions.list_thanks(
+            conn, viewer, page,
             recipient_id=recipient_id if recipient_id is not None else query.user_id,
             since=since,
-            offset=page.offset, limit=page.limit,
         )
         rendered = await actions.render_thanks_rows(
             conn, viewer, rows, community_of(request).base_url
@@ -139,15 +136,9 @@ async def _badge_messages(request: web.Request, recipient_id: int | None) -> web
     viewer = viewer_of(request)
     base = community_of(request).base_url
     async with pool_of(request).acquire() as conn:
-        badge = await badge_storage.by_id(conn, viewer.community_id, path_id(request, "id"))
-        if badge is None:
-            raise NotFound("Badge not found")
-        rows = await thanks_storage.badge_messages(
-            conn, viewer.community_id, viewer.id, viewer.is_external, badge_id=badge["id"],
-            recipient_id=recipient_id, offset=page.offset, limit=page.per_page + 1,
+        rows, more = await actions.badge_messages(
+            conn, viewer, path_id(request, "id"), page, recipient_id=recipient_id
         )
-        more = len(rows) > page.per_page
-        rows = rows[:page.per_page]
         messages = await render_messages(conn, viewer, rows, base, limits_of(query))
     return json_response({
         "messages": messages, "messages_next_page": page.page + 1 if more else None,

@@ -7,11 +7,9 @@ from typing import Annotated, Any
 from aiohttp import web
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from app.access import access_conversation
 from app.actions import conversations as actions
 from app.actions.remarks import Remark, Uploads, post_remark, render_activities
 from app.context import community_of, viewer_of
-from app.errors import NotFound
 from app.params import (
     LOOSE,
     IdList,
@@ -27,7 +25,6 @@ from app.params import (
 from app.render.users import conversation_member
 from app.resources import blobs_of, hub_of, pool_of, settings_of
 from app.responses import created, json_response, no_content
-from storage import activities, conversations
 
 
 def _blank_to_none(value: Any) -> Any:
@@ -137,9 +134,9 @@ async def list_conversations(request: web.Request) -> web.Response:
     page = page_of(params)
     viewer = viewer_of(request)
     pool = pool_of(request)
-    rows = await conversations.list_for_user(
-        pool, viewer.community_id, viewer.id, unread_only=flag(params.get("unread")),
-        hidden=flag(params.get("hidden")), offset=page.offset, limit=page.limit,
+    rows = await actions.list_conversations(
+        pool, viewer, page, unread_only=flag(params.get("unread")),
+        hidden=flag(params.get("hidden")),
     )
     rendered = await actions.render_conversations(
         pool, viewer, rows, community_of(request).base_url
@@ -176,9 +173,9 @@ async def update_conversation(request: web.Request) -> web.Response:
 
 async def list_members(request: web.Request) -> web.Response:
     page = page_of(await read_params(request))
-    pool = pool_of(request)
-    row = await access_conversation(pool, viewer_of(request), path_id(request, "conversation_id"))
-    rows = await conversations.list_members(pool, row["id"], page.offset, page.limit)
+    rows = await actions.list_members(
+        pool_of(request), viewer_of(request), path_id(request, "conversation_id"), page
+    )
     base = community_of(request).base_url
     return json_response({"users": [conversation_member(r, base) for r in rows]})
 
@@ -206,9 +203,9 @@ async def list_activities(request: web.Request) -> web.Response:
     page = page_of(await read_params(request))
     pool = pool_of(request)
     viewer = viewer_of(request)
-    row = await access_conversation(pool, viewer, path_id(request, "conversation_id"))
-    rows = await activities.page(pool, row["id"], page.offset, page.limit,
-                                 row["visible_from_activity_id"])
+    rows = await actions.list_activities(
+        pool, viewer, path_id(request, "conversation_id"), page
+    )
     rendered = await render_activities(pool, viewer, rows, community_of(request).base_url)
     return json_response({"activities": rendered})
 
@@ -216,13 +213,9 @@ async def list_activities(request: web.Request) -> web.Response:
 async def show_activity(request: web.Request) -> web.Response:
     pool = pool_of(request)
     viewer = viewer_of(request)
-    conversation = await access_conversation(
-        pool, viewer, path_id(request, "conversation_id")
+    row = await actions.activity(
+        pool, viewer, path_id(request, "conversation_id"), path_id(request, "id")
     )
-    row = await activities.by_id(pool, conversation["id"], path_id(request, "id"))
-    # one added to a one-to-one conversation does not see what the two said before
-    if row is None or row["id"] < conversation["visible_from_activity_id"]:
-        raise NotFound("Activity not found")
     rendered = await render_activities(pool, viewer, [row], community_of(request).base_url)
     return json_response({"activity": rendered[0]})
 

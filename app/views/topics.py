@@ -19,11 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import asyncpg
 from aiohttp import web
 from pydantic import BaseModel, Field
 
 from app.actions import messages as message_actions
 from app.actions import topics as actions
+from app.actions.message_lists import MessageQuery
 from app.actions.users import full_users
 from app.context import Viewer, community_of, viewer_of
 from app.errors import BadRequest, Invalid, NotFound
@@ -32,9 +34,6 @@ from app.render.topics import tag, topic
 from app.resources import pool_of
 from app.responses import created, json_response
 from app.views.messages import MessageListQuery, limits_of
-from storage import topic_pages
-from storage.db import Conn
-from storage.messages import MessageQuery
 
 
 class TopicParams(BaseModel):
@@ -62,7 +61,9 @@ def _raw_id(request: web.Request, name: str) -> str:
     return raw
 
 
-async def _render(conn: Conn, viewer: Viewer, topic_id: int | str, base: str) -> dict[str, Any]:
+async def _render(
+    conn: asyncpg.Connection, viewer: Viewer, topic_id: int | str, base: str
+) -> dict[str, Any]:
     row = await actions.access_topic(conn, viewer, str(topic_id))
     return topic(row, base, editable=actions.may_edit(viewer, row))
 
@@ -127,10 +128,7 @@ async def search_topics(request: web.Request) -> web.Response:
         return json_response({"topics": []})
     viewer = viewer_of(request)
     base = community_of(request).base_url
-    rows = await topic_pages.search(
-        pool_of(request), viewer.community_id, viewer.id, viewer.is_external, q,
-        page.offset, page.limit,
-    )
+    rows = await actions.search_topics(pool_of(request), viewer, q, page)
     return json_response({
         "topics": [topic(r, base, editable=actions.may_edit(viewer, r)) for r in rows]
     })
@@ -142,10 +140,7 @@ async def topic_contributors(request: web.Request) -> web.Response:
     base = community_of(request).base_url
     async with pool_of(request).acquire() as conn:
         row = await actions.access_topic(conn, viewer, _raw_id(request, "topic_id"))
-        rows = await topic_pages.contributors(
-            conn, viewer.community_id, viewer.id, viewer.is_external, row["id"],
-            page.offset, page.limit,
-        )
+        rows = await actions.contributors(conn, viewer, row["id"], page)
         users = await full_users(conn, viewer, rows, base)
     return json_response({"users": users})
 

@@ -18,7 +18,7 @@ from app.errors import (
     UnsupportedMediaType,
 )
 from app.images import VARIANTS
-from app.params import LOOSE, page_of, parse, path_id, read_params
+from app.params import LOOSE, parse, parse_page, path_id
 from app.render.attachments import attachment, content_url, is_image
 from app.resources import blobs_of, pool_of, settings_of
 from app.responses import created, json_response
@@ -181,7 +181,7 @@ async def delete_attachment(request: web.Request) -> web.Response:
 
 async def list_user_attachments(request: web.Request) -> web.Response:
     """What the user uploaded that the viewer may read, newest first."""
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     viewer = viewer_of(request)
     rows = await actions.user_attachments(
         pool_of(request), viewer, path_id(request, "user_id"), page
@@ -193,7 +193,7 @@ async def list_user_attachments(request: web.Request) -> web.Response:
 async def list_group_attachments(request: web.Request) -> web.Response:
     """The attachments of the group's messages, newest first. A group the viewer cannot see is
     a 404; one they see but whose content they cannot read (private, requests allowed) a 403."""
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     viewer = viewer_of(request)
     rows = await actions.group_attachments(
         pool_of(request), viewer, path_id(request, "group_id"), page

@@ -21,7 +21,7 @@ from pydantic import BaseModel, model_validator
 from app.actions import communities as community_actions
 from app.actions import content_filters as filter_actions
 from app.context import viewer_of
-from app.params import LOOSE, page_of, parse, path_id, read_params
+from app.params import LOOSE, parse, parse_page, path_id
 from app.render.community import community_info, content_filter
 from app.resources import pool_of, settings_of
 from app.responses import created, json_response, no_content
@@ -47,7 +47,7 @@ async def show_community_info(request: web.Request) -> web.Response:
 
 
 async def list_content_filters(request: web.Request) -> web.Response:
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     rows = await filter_actions.list_filters(pool_of(request), viewer_of(request), page)
     return json_response({"content_filters": [content_filter(r) for r in rows]})
 

@@ -14,13 +14,13 @@ from app.params import (
     LOOSE,
     IdList,
     OptionalId,
+    PageQuery,
     UploadedFile,
     as_list,
     flag,
-    page_of,
     parse,
+    parse_page,
     path_id,
-    read_params,
 )
 from app.render.users import conversation_member
 from app.resources import blobs_of, hub_of, pool_of, settings_of
@@ -107,12 +107,10 @@ class MembersBody(BaseModel):
             else self.conversation.members_emails
 
 
-class ConversationListQuery(BaseModel):
+class ConversationListQuery(PageQuery):
     model_config = LOOSE
     unread: str | None = None
     hidden: str | None = None
-    page: int | None = None
-    per_page: int | None = None
 
 
 
@@ -130,13 +128,11 @@ async def _conversation(request: web.Request, conversation_id: int) -> web.Respo
 async def list_conversations(request: web.Request) -> web.Response:
     """Latest activity first; `unread=true` only unread ones; `hidden=true` only hidden ones
     (hidden conversations are left out otherwise)."""
-    params = await read_params(request)
-    page = page_of(params)
+    query = await parse(request, ConversationListQuery)
     viewer = viewer_of(request)
     pool = pool_of(request)
     rows = await actions.list_conversations(
-        pool, viewer, page, unread_only=flag(params.get("unread")),
-        hidden=flag(params.get("hidden")),
+        pool, viewer, query.paging, unread_only=flag(query.unread), hidden=flag(query.hidden)
     )
     rendered = await actions.render_conversations(
         pool, viewer, rows, community_of(request).base_url
@@ -172,7 +168,7 @@ async def update_conversation(request: web.Request) -> web.Response:
 
 
 async def list_members(request: web.Request) -> web.Response:
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     rows = await actions.list_members(
         pool_of(request), viewer_of(request), path_id(request, "conversation_id"), page
     )
@@ -200,7 +196,7 @@ async def leave_conversation(request: web.Request) -> web.Response:
 
 async def list_activities(request: web.Request) -> web.Response:
     """Newest first, paged."""
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     pool = pool_of(request)
     viewer = viewer_of(request)
     rows = await actions.list_activities(

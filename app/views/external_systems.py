@@ -21,12 +21,10 @@ from app.context import community_of, viewer_of
 from app.middleware import public
 from app.params import (
     LOOSE,
-    PageQuery,
     UploadedFile,
-    page_of,
     parse,
+    parse_page,
     path_id,
-    read_params,
 )
 from app.render.external_systems import created_external_system, external_system
 from app.resources import LIMITER, blobs_of, hub_of, pool_of, settings_of
@@ -83,8 +81,7 @@ class ExternalSystemBody(BaseModel):
 
 
 async def list_external_systems(request: web.Request) -> web.Response:
-    await parse(request, PageQuery)
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     rows = await actions.list_systems(pool_of(request), viewer_of(request), page)
     base = community_of(request).base_url
     return json_response({"external_systems": [external_system(r, base) for r in rows]})

@@ -11,7 +11,7 @@ from app.actions import follows as actions
 from app.actions import users as user_actions
 from app.actions.users import full_users
 from app.context import community_of, viewer_of
-from app.params import page_of, path_id, read_params
+from app.params import parse_page, path_id
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response, no_content
 
@@ -19,7 +19,7 @@ Lister = Callable[..., Awaitable[list[Any]]]
 
 
 async def _list(request: web.Request, lister: Lister) -> web.Response:
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     viewer = viewer_of(request)
     pool = pool_of(request)
     rows = await lister(pool, viewer, path_id(request, "user_id"), page)

@@ -13,7 +13,7 @@ from aiohttp import web
 from app.actions import likes as actions
 from app.actions.users import basic_user, full_users
 from app.context import community_of, viewer_of
-from app.params import page_of, path_id, read_params
+from app.params import parse_page, path_id
 from app.render.likes import created_like, like
 from app.resources import pool_of
 from app.responses import created, json_response, no_content
@@ -36,7 +36,7 @@ async def create_like(request: web.Request) -> web.Response:
 
 
 async def list_likes(request: web.Request) -> web.Response:
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     viewer = viewer_of(request)
     async with pool_of(request).acquire() as conn:
         rows = await actions.likers(conn, viewer, path_id(request, "message_id"),

@@ -29,12 +29,12 @@ from app.params import (
     LOOSE,
     OptionalId,
     OptionalStr,
+    PageQuery,
     QueryFlag,
     as_list,
-    page_of,
     parse,
+    parse_page,
     path_id,
-    read_params,
 )
 from app.render.groups import (
     group_membership,
@@ -94,20 +94,16 @@ class RemoveMemberQuery(BaseModel):
     user_id: int
 
 
-class MembersQuery(BaseModel):
+class MembersQuery(PageQuery):
     model_config = LOOSE
     role: Role = "member"
     separate_roles: QueryFlag = False
     send_user_presence: QueryFlag = False
-    page: int | None = None
-    per_page: int | None = None
 
 
-class MembershipsQuery(BaseModel):
+class MembershipsQuery(PageQuery):
     model_config = LOOSE
     separate_roles: QueryFlag = False
-    page: int | None = None
-    per_page: int | None = None
 
 
 async def _users(request: web.Request, rows: list[Any]) -> list[dict[str, Any]]:
@@ -121,7 +117,7 @@ async def _member_json(request: web.Request, row: Any) -> dict[str, Any]:
 
 async def list_my_memberships(request: web.Request) -> web.Response:
     """GET /api/group_memberships: the viewer's groups, by name, with their role in each."""
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     viewer = viewer_of(request)
     rows = await actions.my_memberships(pool_of(request), viewer, page)
     base = community_of(request).base_url
@@ -221,7 +217,7 @@ async def cancel_membership_request(request: web.Request) -> web.Response:
 
 async def list_membership_requests(request: web.Request) -> web.Response:
     """Group admins: pending requests, oldest first."""
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     viewer = viewer_of(request)
     rows = await actions.membership_requests(
         pool_of(request), viewer, path_id(request, "group_id"), page

@@ -23,14 +23,12 @@ from app.context import community_of, viewer_of
 from app.errors import BadRequest, Invalid
 from app.params import (
     LOOSE,
+    BodyId,
     IdList,
     OptionalId,
-    PageParam,
-    page_of,
-    param_id,
+    PageQuery,
     parse,
     path_id,
-    read_params,
     since_param,
 )
 from app.resources import blobs_of, hub_of, pool_of
@@ -73,7 +71,7 @@ class MessageUpdateBody(BaseModel):
     message: MessageParams = Field(default_factory=MessageParams)
 
 
-class MessageListQuery(BaseModel):
+class MessageListQuery(PageQuery):
     """Parameters of every message list."""
 
     model_config = LOOSE
@@ -85,8 +83,6 @@ class MessageListQuery(BaseModel):
     comments_limit: OptionalInt = None
     likes_limit: OptionalInt = None
     comment_likes_limit: OptionalInt = None
-    page: PageParam = None
-    per_page: PageParam = None
 
 
 class SearchQuery(MessageListQuery):
@@ -95,7 +91,7 @@ class SearchQuery(MessageListQuery):
 
 class HideMessageBody(BaseModel):
     model_config = LOOSE
-    message_id: OptionalId = None
+    message_id: BodyId = None
 
 
 # --- parameters ------------------------------------------------------------------------------
@@ -226,10 +222,9 @@ async def list_messages(request: web.Request) -> web.Response:
     Company stream's messages with that topic); user_id / external_system_id narrow the chosen
     stream, or alone every readable message to that author / system."""
     query = await _list_query(request)
-    params = await read_params(request)
     viewer = viewer_of(request)
     pool = pool_of(request)
-    first = page_of(params).page == 1
+    first = query.paging.page == 1
     if query.tag is not None:
         scope = lists.COMPANY
     elif query.stream_id is not None:
@@ -247,7 +242,7 @@ async def list_messages(request: web.Request) -> web.Response:
 async def _respond_with(
     request: web.Request, query: MessageListQuery, scope: MessageQuery, extra: dict[str, Any]
 ) -> web.Response:
-    page = page_of(await read_params(request))
+    page = query.paging
     result = await actions.list_messages(
         pool_of(request), viewer_of(request), community_of(request).base_url,
         _narrowed(scope, query, **extra), page=page.page, per_page=page.per_page,
@@ -261,7 +256,7 @@ async def stream_messages(request: web.Request) -> web.Response:
     query = await _list_query(request)
     viewer = viewer_of(request)
     stream_id = path_id(request, "stream_id")
-    first = page_of(await read_params(request)).page == 1
+    first = query.paging.page == 1
     stream = await lists.open_stream(pool_of(request), viewer, stream_id,
                                      mark_read=query.tag is None and first)
     # `tag` overrides stream_id (interface.md), the path's too: the stream must still be one
@@ -276,7 +271,7 @@ async def group_messages(request: web.Request) -> web.Response:
     viewer = viewer_of(request)
     group_id = path_id(request, "group_id")
     scope = await lists.open_group(pool_of(request), viewer, group_id,
-                                   mark_read=page_of(await read_params(request)).page == 1)
+                                   mark_read=query.paging.page == 1)
     return await _respond_with(request, query, scope, {})
 
 
@@ -318,7 +313,6 @@ async def search_messages(request: web.Request) -> web.Response:
         query = await parse(request, SearchQuery)
     except Invalid as exc:
         raise BadRequest(*exc.messages, fields=exc.fields) from None
-    page_of(await read_params(request))
     if not query.q.strip():
         return json_response({"messages": [], "messages_next_page": None})
     return await _respond_with(request, query, lists.search(query.q.strip()), {})
@@ -379,8 +373,7 @@ async def delete_message(request: web.Request) -> web.Response:
 async def hide_message(request: web.Request) -> web.Response:
     """POST /api/groups/:id/hide_message (message_id): 200 with the message (hidden: true)."""
     group_id = path_id(request, "id")
-    params = await read_params(request)
-    message_id = param_id(params, "message_id")
+    message_id = (await parse(request, HideMessageBody)).message_id
     if message_id is None:
         raise Invalid.field("message_id", "can't be blank")
     viewer = viewer_of(request)

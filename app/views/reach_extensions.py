@@ -19,13 +19,11 @@ from app.errors import Invalid
 from app.params import (
     LOOSE,
     OptionalId,
-    PageQuery,
     as_list,
     flag,
-    page_of,
     parse,
+    parse_page,
     path_id,
-    read_params,
 )
 from app.render.reach_extensions import reach_extension
 from app.resources import pool_of
@@ -141,8 +139,7 @@ class ReachExtensionBody(BaseModel):
 
 
 async def list_reach_extensions(request: web.Request) -> web.Response:
-    await parse(request, PageQuery)
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     rows = await actions.list_extensions(pool_of(request), viewer_of(request), page)
     base = community_of(request).base_url
     return json_response({"reach_extensions": [reach_extension(r, base) for r in rows]})

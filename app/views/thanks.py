@@ -30,11 +30,9 @@ from app.params import (
     LOOSE,
     IdList,
     OptionalId,
-    PageParam,
-    page_of,
+    PageQuery,
     parse,
     path_id,
-    read_params,
     since_param,
 )
 from app.resources import hub_of, pool_of
@@ -68,12 +66,10 @@ class ThanksBody(BaseModel):
     thanks: ThanksParams = Field(default_factory=ThanksParams)
 
 
-class ThanksListQuery(BaseModel):
+class ThanksListQuery(PageQuery):
     model_config = LOOSE
     user_id: OptionalId = None
     since: OptionalInt = None
-    page: PageParam = None
-    per_page: PageParam = None
 
 
 async def _query(request: web.Request, model: type[Any]) -> Any:
@@ -97,7 +93,7 @@ async def create_thanks(request: web.Request) -> web.Response:
 
 async def _list(request: web.Request, recipient_id: int | None) -> web.Response:
     query: ThanksListQuery = await _query(request, ThanksListQuery)
-    page = page_of(await read_params(request))
+    page = query.paging
     since = since_param(query.since)
     viewer = viewer_of(request)
     async with pool_of(request).acquire() as conn:
@@ -132,7 +128,7 @@ async def show_thanks(request: web.Request) -> web.Response:
 
 async def _badge_messages(request: web.Request, recipient_id: int | None) -> web.Response:
     query: MessageListQuery = await _query(request, MessageListQuery)
-    page = page_of(await read_params(request))
+    page = query.paging
     viewer = viewer_of(request)
     base = community_of(request).base_url
     async with pool_of(request).acquire() as conn:

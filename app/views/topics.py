@@ -29,7 +29,7 @@ from app.actions.message_lists import MessageQuery
 from app.actions.users import full_users
 from app.context import Viewer, community_of, viewer_of
 from app.errors import BadRequest, Invalid, NotFound
-from app.params import LOOSE, PageParam, page_of, parse, read_params, since_param
+from app.params import LOOSE, PageQuery, parse, parse_page, since_param
 from app.render.topics import tag, topic
 from app.resources import pool_of
 from app.responses import created, json_response
@@ -47,11 +47,9 @@ class TopicBody(BaseModel):
     topic: TopicParams = Field(default_factory=TopicParams)
 
 
-class TopicSearchQuery(BaseModel):
+class TopicSearchQuery(PageQuery):
     model_config = LOOSE
     q: str = Field("", max_length=200)
-    page: PageParam = None
-    per_page: PageParam = None
 
 
 def _raw_id(request: web.Request, name: str) -> str:
@@ -95,7 +93,7 @@ async def show_topic(request: web.Request) -> web.Response:
         query = await parse(request, MessageListQuery)
     except Invalid as exc:  # a non-number where a number belongs cannot be parsed: 400
         raise BadRequest(*exc.messages, fields=exc.fields) from None
-    page = page_of(await read_params(request))
+    page = query.paging
     since = since_param(query.since)
     viewer = viewer_of(request)
     base = community_of(request).base_url
@@ -122,7 +120,7 @@ async def search_topics(request: web.Request) -> web.Response:
         query = await parse(request, TopicSearchQuery)
     except Invalid as exc:
         raise BadRequest(*exc.messages, fields=exc.fields) from None
-    page = page_of(await read_params(request))
+    page = query.paging
     q = query.q.strip().lstrip("#")
     if not q:
         return json_response({"topics": []})
@@ -135,7 +133,7 @@ async def search_topics(request: web.Request) -> web.Response:
 
 
 async def topic_contributors(request: web.Request) -> web.Response:
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     viewer = viewer_of(request)
     base = community_of(request).base_url
     async with pool_of(request).acquire() as conn:

@@ -13,11 +13,11 @@ from app.actions.attachments import avatar_image, store_avatar
 from app.context import community_of, viewer_of
 from app.params import (
     LOOSE,
-    PageParam,
+    PageQuery,
     StrList,
     UploadedFile,
-    page_of,
     parse,
+    parse_page,
     path_id,
     read_params,
 )
@@ -68,19 +68,15 @@ class UserUpdateBody(BaseModel):
     user: UserParams = Field(default_factory=UserParams)
 
 
-class UserListQuery(BaseModel):
+class UserListQuery(PageQuery):
     model_config = LOOSE
     state: str = Field("active", pattern="^(active|inactive|terminated|all)$")
     email: StrList | None = None
-    page: PageParam = None
-    per_page: PageParam = None
 
 
-class SearchQuery(BaseModel):
+class SearchQuery(PageQuery):
     model_config = LOOSE
     q: str = Field("", max_length=500)
-    page: PageParam = None
-    per_page: PageParam = None
 
 
 async def _render_rows(request: web.Request, rows: list[Any]) -> list[dict[str, Any]]:
@@ -96,9 +92,8 @@ async def _render_one(request: web.Request, user_id: int) -> dict[str, Any]:
 
 
 async def list_users(request: web.Request) -> web.Response:
-    params = await read_params(request)
     query = await parse(request, UserListQuery)
-    page = page_of(params)
+    page = query.paging
     viewer = viewer_of(request)
     rows = await actions.list_users(
         pool_of(request), viewer, state=query.state, emails=query.email or None,  # blank: any
@@ -191,9 +186,8 @@ def tsquery_of(q: str) -> tuple[str, list[str]]:
 
 
 async def _search(request: web.Request, states: tuple[str, ...]) -> web.Response:
-    params = await read_params(request)
     query = await parse(request, SearchQuery)
-    page = page_of(params)
+    page = query.paging
     tsquery, emails = tsquery_of(query.q)
     if not tsquery and not emails:
         return json_response({"users": []})
@@ -216,8 +210,7 @@ async def suggest_users(request: web.Request) -> web.Response:
 
 
 async def list_employees(request: web.Request) -> web.Response:
-    params = await read_params(request)
-    page = page_of(params)
+    page = await parse_page(request)
     viewer = viewer_of(request)
     rows = await actions.employees(pool_of(request), viewer, path_id(request, "user_id"), page)
     return json_response({"users": await _render_rows(request, rows)})

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar, get_args
+from typing import Annotated, Any, ClassVar, TypeVar, get_args
 from urllib.parse import parse_qsl
 
 import orjson
@@ -23,6 +23,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     WithJsonSchema,
+    model_validator,
 )
 
 from app.errors import BadRequest, Invalid, NotFound, TooLarge, UnsupportedMediaType
@@ -374,6 +375,36 @@ class PageQuery(BaseModel):
 async def parse_page(request: web.Request) -> Page:
     """The page of a list that takes no other parameter."""
     return (await parse(request, PageQuery)).paging
+
+
+class RootedBody(BaseModel):
+    """A body whose fields sit under one root key (`{"external_system": {...}}`, the key named
+    by `ROOT`); a body sent without it is read as if wrapped."""
+
+    model_config = LOOSE
+    ROOT: ClassVar[str]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wrap(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not isinstance(data.get(cls.ROOT), dict):
+            return {cls.ROOT: data}
+        return data
+
+
+class FlatBody(BaseModel):
+    """A body of top-level fields that may also come wrapped under the key named by `ROOT`
+    (`{"content_filter": {"word": ...}}`); wrapped values win."""
+
+    model_config = LOOSE
+    ROOT: ClassVar[str]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unwrap(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get(cls.ROOT), dict):
+            return {**data, **data[cls.ROOT]}
+        return data
 
 
 _ID_RE = re.compile(r"^(\d{1,18})(?:-[^/]*)?$")

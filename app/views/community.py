@@ -13,30 +13,20 @@ any letter case) is a 422 (app.actions.content_filters.check_text).
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
-from pydantic import BaseModel, model_validator
 
 from app.actions import communities as community_actions
 from app.actions import content_filters as filter_actions
 from app.context import viewer_of
-from app.params import LOOSE, parse, parse_page, path_id
+from app.params import FlatBody, parse, parse_page, path_id
 from app.render.community import community_info, content_filter
 from app.resources import pool_of, settings_of
 from app.responses import created, json_response, no_content
 
 
-class ContentFilterBody(BaseModel):
-    model_config = LOOSE
+class ContentFilterBody(FlatBody):
+    ROOT = "content_filter"
     word: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _unwrap(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("content_filter"), dict):
-            return {**data, **data["content_filter"]}
-        return data
 
 
 async def show_community_info(request: web.Request) -> web.Response:

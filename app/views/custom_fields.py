@@ -2,30 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field
 
 from app.actions import custom_fields as actions
 from app.context import viewer_of
-from app.params import parse, path_id
+from app.params import FlatBody, parse, path_id
 from app.render.custom_fields import custom_field
 from app.resources import pool_of
 from app.responses import created, json_response, no_content
 
 
-class CustomFieldBody(BaseModel):
-    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+class CustomFieldBody(FlatBody):
+    ROOT = "custom_field"
     name: str | None = Field(None, max_length=100)
     order: int | None = Field(None, ge=0, le=1_000_000)
-
-    @model_validator(mode="before")
-    @classmethod
-    def unwrap(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("custom_field"), dict):
-            return {**data, **data["custom_field"]}
-        return data
 
 
 async def list_fields(request: web.Request) -> web.Response:

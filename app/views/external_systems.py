@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from aiohttp import web
-from pydantic import BaseModel, BeforeValidator, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, Field
 
 from app.access import require_admin
 from app.actions import external_systems as actions
@@ -21,6 +21,7 @@ from app.context import community_of, viewer_of
 from app.middleware import public
 from app.params import (
     LOOSE,
+    RootedBody,
     UploadedFile,
     parse,
     parse_page,
@@ -67,16 +68,9 @@ class ExternalSystemParams(BaseModel):
         return data if isinstance(data, UploadedFile) else None
 
 
-class ExternalSystemBody(BaseModel):
-    model_config = LOOSE
+class ExternalSystemBody(RootedBody):
+    ROOT = "external_system"
     external_system: ExternalSystemParams = Field(default_factory=ExternalSystemParams)
-
-    @model_validator(mode="before")
-    @classmethod
-    def unwrap(cls, data: Any) -> Any:
-        if isinstance(data, dict) and not isinstance(data.get("external_system"), dict):
-            return {"external_system": data}
-        return data
 
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from aiohttp import web
-from pydantic import BaseModel, BeforeValidator, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, Field
 
 from app.access import require_admin
 from app.actions import reach_extensions as actions
@@ -19,6 +19,7 @@ from app.errors import Invalid
 from app.params import (
     LOOSE,
     OptionalId,
+    RootedBody,
     as_list,
     flag,
     parse,
@@ -125,16 +126,9 @@ def _user_ids(value: Any) -> list[int]:
     return ids
 
 
-class ReachExtensionBody(BaseModel):
-    model_config = LOOSE
+class ReachExtensionBody(RootedBody):
+    ROOT = "reach_extension"
     reach_extension: ReachExtensionParams = Field(default_factory=ReachExtensionParams)
-
-    @model_validator(mode="before")
-    @classmethod
-    def unwrap(cls, data: Any) -> Any:
-        if isinstance(data, dict) and not isinstance(data.get("reach_extension"), dict):
-            return {"reach_extension": data}
-        return data
 
 
 

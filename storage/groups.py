@@ -17,6 +17,7 @@ import asyncpg
 from storage.chat_messages import unread_sql
 from storage.db import Conn
 from storage.group_visibility import is_member_sql, listed_sql, readable_sql
+from storage.names import first_free
 
 # The columns of the short forms (app/render/groups_short.py), over alias `g`.
 SHORT_COLUMNS = (
@@ -211,12 +212,7 @@ async def of_viewer(
 async def free_groupname(conn: Conn, community_id: int, wanted: str) -> str:
     """`wanted`, or `wanted2`, `wanted3`... whichever is not yet taken (case-insensitive)."""
     taken = {r["g"] for r in await conn.fetch(TAKEN_GROUPNAMES, community_id, wanted)}
-    if wanted.lower() not in taken:
-        return wanted
-    n = 2
-    while f"{wanted}{n}".lower() in taken:
-        n += 1
-    return f"{wanted}{n}"
+    return first_free(wanted, taken)
 
 
 async def name_taken(

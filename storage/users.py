@@ -13,6 +13,7 @@ from typing import Any
 import asyncpg
 
 from storage.db import Conn
+from storage.names import first_free
 
 # Columns needed to render any form of a user (embedded, like, recipient, compact).
 BASIC = """
@@ -152,6 +153,10 @@ UPDATABLE = (
     "contact_info", "avatar_id",
 )
 
+TAKEN_USERNAMES = """
+SELECT lower(username) AS u FROM users
+WHERE community_id = $1 AND lower(username) LIKE lower($2) || '%'
+"""
 
 
 async def insert(
@@ -175,6 +180,12 @@ async def insert(
     )
     assert row is not None
     return row
+
+
+async def free_username(conn: Conn, community_id: int, wanted: str) -> str:
+    """`wanted`, or `wanted2`, `wanted3`... whichever is not yet taken (case-insensitive)."""
+    taken = {r["u"] for r in await conn.fetch(TAKEN_USERNAMES, community_id, wanted)}
+    return first_free(wanted, taken)
 
 
 async def by_login(conn: Conn, community_id: int, login: str) -> asyncpg.Record | None:

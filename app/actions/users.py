@@ -209,23 +209,6 @@ def _username_from(fields: UserFields, email: str) -> str:
     return base[:50]  # room for a counter within the 60 characters of a username
 
 
-async def _free_username(conn: asyncpg.Connection, community_id: int, wanted: str) -> str:
-    taken = {
-        r["u"]
-        for r in await conn.fetch(
-            "SELECT lower(username) AS u FROM users WHERE community_id = $1 "
-            "AND lower(username) LIKE lower($2) || '%'",
-            community_id, wanted,
-        )
-    }
-    if wanted.lower() not in taken:
-        return wanted
-    n = 2
-    while f"{wanted}{n}".lower() in taken:
-        n += 1
-    return f"{wanted}{n}"
-
-
 def _conflict(exc: asyncpg.UniqueViolationError) -> Conflict:
     field, message = _CONSTRAINT_FIELDS.get(
         exc.constraint_name or "", ("user", "That user already exists")
@@ -279,8 +262,8 @@ async def create_user(
         async with work(pool, None, viewer.community_id) as w:
             username = (
                 _check_username(fields.username) if fields.username
-                else await _free_username(w.conn, viewer.community_id,
-                                          _username_from(fields, email))
+                else await users.free_username(w.conn, viewer.community_id,
+                                               _username_from(fields, email))
             )
             if fields.manager_id is not None:
                 await _check_manager(w.conn, viewer, fields.manager_id, None)

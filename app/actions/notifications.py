@@ -57,6 +57,7 @@ from storage import notifications as store
 from storage import users as user_store
 from storage.db import Conn
 from storage.notifications import FILTERS, Subject
+from storage.notifications import Filter as Filter  # the views validate with it
 
 TEXT_LIMIT = 200
 """notifiable_text and push bodies: the first characters of the text, whitespace folded."""

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from aiohttp import web
 from pydantic import BeforeValidator
 
 from app.actions import notifications as actions
+from app.actions.notifications import Filter
 from app.context import community_of, viewer_of
 from app.params import LOOSE, PageQuery, parse, path_id
 from app.resources import hub_of, pool_of
 from app.responses import json_response, no_content
-
-Filter = Literal[
-    "thanks", "groups", "at_mentions", "broadcast", "replies", "projects", "followers",
-    "town_halls",
-]
 
 
 def _blank_to_none(value: Any) -> Any:

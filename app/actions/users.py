@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 
@@ -24,6 +24,7 @@ from realtime.events import (
 from realtime.hub import Hub
 from storage import custom_fields, memberships, users
 from storage.db import Conn
+from storage.rows import EmbeddedUserRow
 
 PasswordCheck = Callable[[int, str], Awaitable[None]]
 """Confirms (user id, current password) or raises: 403 when wrong, 429 when throttled."""
@@ -83,7 +84,8 @@ async def full_users(
         manager = r["manager"]
         out.append(full_user(
             r, base, viewer_id=viewer.id,
-            manager=dict(zip(fields, manager, strict=True)) if manager is not None else None,
+            manager=(cast(EmbeddedUserRow, dict(zip(fields, manager, strict=True)))
+                     if manager is not None else None),
             custom_values=[{"id": i, "name": name, "value": value}
                            for i, name, value in r["custom_values"] or ()],
         ))

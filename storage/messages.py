@@ -14,13 +14,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 
 from storage.db import Conn
 from storage.group_visibility import listed_sql, readable_sql
 from storage.groups import SHORT_COLUMNS as GROUP_SHORT_COLUMNS
+from storage.rows import MessageRow, ReadableMessageRow
 
 STREAM_KINDS = ("home", "mentions", "bookmarked", "sent", "company")
 
@@ -457,24 +458,28 @@ async def list_page(
     *,
     offset: int,
     limit: int,
-) -> list[asyncpg.Record]:
+) -> list[MessageRow]:
     sql, args = query.build(offset, limit)
-    return await conn.fetch(sql, community_id, viewer_id, external, *args)
+    return cast("list[MessageRow]", await conn.fetch(sql, community_id, viewer_id, external, *args))
 
 
 async def by_id(
     conn: Conn, community_id: int, viewer_id: int, external: bool, message_id: int
-) -> asyncpg.Record | None:
+) -> ReadableMessageRow | None:
     """The message row plus `readable` for this viewer; None when not in the community."""
-    return await conn.fetchrow(BY_ID, community_id, viewer_id, external, message_id)
+    return cast("ReadableMessageRow | None", await conn.fetchrow(
+        BY_ID, community_id, viewer_id, external, message_id,
+    ))
 
 
 async def readable_by_ids(
     conn: Conn, community_id: int, viewer_id: int, external: bool, ids: Sequence[int]
-) -> list[asyncpg.Record]:
+) -> list[MessageRow]:
     if not ids:
         return []
-    return await conn.fetch(BY_IDS_READABLE, community_id, viewer_id, external, list(ids))
+    return cast("list[MessageRow]", await conn.fetch(
+        BY_IDS_READABLE, community_id, viewer_id, external, list(ids),
+    ))
 
 
 async def insert(

@@ -93,6 +93,13 @@ class GroupRow(ShortGroupRow):
     viewer_requested: bool
     chat_read: Any  # json of the viewer's chat state, or None
 
+
+class AccessGroupRow(GroupRow):
+    """storage.groups.BY_ID: with whether the viewer may read and see it."""
+
+    readable: bool
+    listed: bool
+
 class MessageRow(TypedDict):
     """storage.messages.ROW (COLUMNS and COMPUTED)."""
 
@@ -129,6 +136,12 @@ class MessageRow(TypedDict):
     group_permission: str | None
     group_post_enabled: bool | None
     viewer_group_role: str | None
+
+
+class ReadableMessageRow(MessageRow):
+    """storage.messages.BY_ID: with whether the viewer may read it."""
+
+    readable: bool
 
 
 class CommentRow(TypedDict):

@@ -25,6 +25,7 @@ from app.resources import POOL, REDIS, SETTINGS
 from app.responses import json_response
 from migrations import discover
 from storage import heartbeats
+from storage.availability import DatabaseUnavailable
 
 log = logging.getLogger("commons.ops")
 
@@ -54,7 +55,7 @@ async def _check_postgres(request: web.Request) -> tuple[str | None, list[dict[s
             async with request.app[POOL].acquire() as conn:
                 pending = await heartbeats.pending_migrations(conn, names)
                 workers = await heartbeats.recent(conn, timedelta(minutes=10))
-    except (TimeoutError, OSError) as exc:
+    except (TimeoutError, OSError, DatabaseUnavailable) as exc:
         return f"postgres: unreachable ({type(exc).__name__})", []
     except Exception as exc:  # asyncpg's errors: the database answered but badly
         return f"postgres: {type(exc).__name__}", []

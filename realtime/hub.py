@@ -277,6 +277,8 @@ class Hub:
             if stream.pending:
                 self._drain(stream)
             return
+        if event.id in stream.pending:
+            return  # our own publish heard back from Redis: held already, not a drop
         if len(stream.pending) < self._settings.max_pending:
             stream.pending[event.id] = event
         else:

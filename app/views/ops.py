@@ -18,7 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from app import metrics
-from app.actions.health import readiness, worker_figures
+from app.actions.health import postgres_readiness, worker_figures
 from app.errors import Forbidden
 from app.middleware import tenantless
 from app.resources import POOL, REDIS, SETTINGS
@@ -46,17 +46,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def _check_postgres(request: web.Request) -> tuple[str | None, list[dict[str, Any]]]:
     """(reason it is not ready or None, recent worker heartbeats)."""
-    try:
-        async with asyncio.timeout(PROBE_TIMEOUT):
-            async with request.app[POOL].acquire() as conn:
-                pending, workers = await readiness(conn)
-    except (TimeoutError, OSError) as exc:
-        return f"postgres: unreachable ({type(exc).__name__})", []
-    except Exception as exc:  # asyncpg's errors: the database answered but badly
-        return f"postgres: {type(exc).__name__}", []
-    if pending:
-        return f"migrations: {len(pending)} not applied (first {pending[0]})", workers
-    return None, workers
+    return await postgres_readiness(request.app[POOL], PROBE_TIMEOUT)
 
 
 async def _check_redis(request: web.Request) -> str | None:

@@ -22,9 +22,7 @@ from storage import messages as message_storage
 from storage import streams as stream_storage
 from storage import topics as topic_storage
 from storage.db import Conn
-from storage.messages import MessageQuery
-
-__all__ = ["MessageQuery"]
+from storage.messages import MessageQuery as MessageQuery  # the views build scopes with it
 
 COMPANY = MessageQuery(stream="company")
 HOME = MessageQuery(stream="home", sticky_first=True)

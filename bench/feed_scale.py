@@ -35,7 +35,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO_ROOT), str(Path(__file__).resolve().parent)]
 
 import asyncpg  # noqa: E402
-from feed_seed import SCALES, Scale, create_seeded  # noqa: E402
+from feed_seed import SCALES, seeded_database  # noqa: E402
 
 BASE = "https://bench.example"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -114,8 +114,14 @@ async def measure(pool: asyncpg.Pool, pid: int, call: Call, runs: int) -> Measur
 
 
 async def small_group(pool: asyncpg.Pool, cid: int, admin_id: int, members: int) -> int:
-    """A chat-enabled group of `members` members (the admin and the first seeded users)."""
+    """A chat-enabled group of `members` members (the admin and the first seeded users); the
+    one of an earlier run when the database is a kept one."""
     async with pool.acquire() as conn:
+        old: int | None = await conn.fetchval(
+            "SELECT id FROM groups WHERE community_id = $1 AND groupname = 'bench' || $2::int",
+            cid, members)
+        if old is not None:
+            return old
         gid: int = await conn.fetchval(
             "INSERT INTO groups (community_id, name, groupname, chat_enabled, creator_id) "
             "VALUES ($1, 'Bench ' || $3::int, 'bench' || $3::int, true, $2) RETURNING id",
@@ -143,8 +149,8 @@ class Prepared:
 CHAT_SIZES = (11, 301, 3_001, 10_001)
 
 
-async def prepare(dsn: str, scale: Scale, runs: int) -> Prepared:
-    """Seed `dsn` at `scale` and build its scenarios (calls of the real actions)."""
+async def prepare(dsn: str, cid: int, admin_id: int, runs: int) -> Prepared:
+    """Build the scenarios of the seeded `dsn` (calls of the real actions)."""
     from app.actions.chat_messages import post_chat_message
     from app.actions.messages import NewMessage, create_message, list_messages
     from app.context import Viewer
@@ -152,9 +158,6 @@ async def prepare(dsn: str, scale: Scale, runs: int) -> Prepared:
     from storage.db import create_pool
     from storage.messages import MessageQuery
 
-    started = time.monotonic()
-    cid, admin_id, _ = await create_seeded(dsn, scale, verbose=True)
-    print(f"  seeded {scale} in {time.monotonic() - started:.0f} s", flush=True)
     pool = await create_pool(dsn, size=1)
     hub = LocalHub(pool)
     pid = await pool.fetchval("SELECT pg_backend_pid()")
@@ -235,8 +238,6 @@ async def prepare(dsn: str, scale: Scale, runs: int) -> Prepared:
 
 
 async def _main(args: argparse.Namespace) -> int:
-    from bench_db import fresh_database
-
     from tests.servers import ensure_postgres
 
     admin_dsn = ensure_postgres()
@@ -250,9 +251,11 @@ async def _main(args: argparse.Namespace) -> int:
         prepared: dict[str, Prepared] = {}
         for label, scale in scales.items():
             print(f"{label}:", flush=True)
-            dsn = await stack.enter_async_context(
-                fresh_database(admin_dsn, f"commons_feed_{label}"))
-            prepared[label] = await prepare(dsn, scale, args.runs)
+            t_seed = time.monotonic()
+            dsn, cid, admin_id = await stack.enter_async_context(
+                seeded_database(admin_dsn, label, scale, keep=not args.fresh, verbose=True))
+            print(f"  seeded {scale} in {time.monotonic() - t_seed:.0f} s", flush=True)
+            prepared[label] = await prepare(dsn, cid, admin_id, args.runs)
             stack.push_async_callback(prepared[label].pool.close)
             stack.push_async_callback(prepared[label].hub.close)
         # each scenario at both sizes back to back, so that both see the same load on the
@@ -298,11 +301,13 @@ async def _main(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--comments", type=int, default=1,
-                        help="comments per message at both sizes (the issue says 3; seeding "
-                             "3M comments and 5M likes takes several more minutes, and a page "
-                             "renders 20 messages whatever the totals)")
-    parser.add_argument("--likes", type=int, default=1, help="likes per message (issue: 5)")
+    parser.add_argument("--comments", type=int, default=3,
+                        help="comments per message at both sizes (the issue's 3)")
+    parser.add_argument("--likes", type=int, default=5,
+                        help="likes per message at both sizes (the issue's 5)")
+    parser.add_argument("--fresh", action="store_true",
+                        help="seed throwaway databases instead of reusing (and keeping) the "
+                             "seeded ones (bench/feed_seed.py --drop-kept removes those)")
     parser.add_argument("--only-small", action="store_true",
                         help="a quick check of the script: the small scale only")
     args = parser.parse_args(argv)

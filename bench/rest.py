@@ -503,12 +503,12 @@ async def serve_scale(
     args: argparse.Namespace, headers: dict[str, str],
 ) -> Served:
     """Seed a database at `scale` and serve it until `stack` closes."""
-    from feed_seed import create_seeded
+    from feed_seed import seeded_database
 
     t_start = time.monotonic()
-    dsn = await stack.enter_async_context(fresh_database(admin_dsn, f"commons_bench_{label}"))
     print(f"{label}: seeding {scale}", flush=True)
-    await create_seeded(dsn, scale, verbose=True)
+    dsn, _, _ = await stack.enter_async_context(
+        seeded_database(admin_dsn, label, scale, keep=not args.fresh, verbose=True))
     print(f"{label}: seeded in {time.monotonic() - t_start:.0f} s", flush=True)
     big, members = await _biggest_group(dsn)
     port = free_port()
@@ -727,10 +727,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", choices=["small", "large"],
                         help="the feed at scale instead (issue 14): small, or small and large "
                              "in one run with their ratio")
-    parser.add_argument("--comments", type=int, default=1,
-                        help="comments per seeded message at both scales (--scale)")
-    parser.add_argument("--likes", type=int, default=1,
-                        help="likes per seeded message at both scales (--scale)")
+    parser.add_argument("--comments", type=int, default=3,
+                        help="comments per seeded message at both scales (--scale; the issue's 3)")
+    parser.add_argument("--likes", type=int, default=5,
+                        help="likes per seeded message at both scales (--scale; the issue's 5)")
+    parser.add_argument("--fresh", action="store_true",
+                        help="--scale: seed throwaway databases instead of reusing (and keeping) "
+                             "the ones bench/feed_scale.py and feed_seed.py --keep seeded")
     args = parser.parse_args(argv)
     return asyncio.run(run(args))
 

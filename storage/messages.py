@@ -220,25 +220,16 @@ ORDER = "m.last_interacted_at DESC, m.id DESC"
 CANDIDATE = "m.id, m.last_interacted_at"
 
 
-HOME_GROUPS = """
-SELECT array(SELECT gm.group_id FROM group_memberships gm
-             WHERE gm.community_id = $1 AND gm.user_id = $2 ORDER BY gm.group_id)
+HOME_GROUP_COUNT = """
+SELECT count(*) FROM group_memberships WHERE community_id = $1 AND user_id = $2
 """
 
 
 def _slots(n: int) -> int:
     """Branches for n groups: the next power of two, so that a handful of statement texts
-    (prepared once per connection, their plans cached) serve every viewer; the spare slots
-    hold NULL and match nothing."""
+    (prepared once per connection, their plans cached) serve every viewer; a spare slot finds
+    no group and reads nothing."""
     return 0 if n == 0 else 1 << (n - 1).bit_length()
-
-
-@dataclass(frozen=True)
-class _HomeGroups:
-    """The placeholder of the viewer's group ids (padded with NULL to `slots` entries)."""
-
-    ids: str
-    slots: int
 
 
 @dataclass(frozen=True)
@@ -251,7 +242,7 @@ class _Parts:
     external_system: str | None
     topic: str | None
     since: str | None
-    home_groups: _HomeGroups | None = None
+    home_slots: int | None = None
 
 
 def _filters(parts: _Parts, *, with_stream: bool = True, with_topic: bool = True) -> list[str]:
@@ -320,7 +311,7 @@ def _rows_walk(
     return [filled, unfilled]
 
 
-def _home_merge(parts: _Parts, groups: _HomeGroups, k: str) -> str:
+def _home_merge(parts: _Parts, slots: int, k: str) -> str:
     """Home's first k rows as a k-way merge: one branch per group of the viewer (a walk of
     `messages (group_id, last_interacted_at DESC, id DESC)`, the index alone: a member may read
     their group's messages) and one per other source (`_home_others`), each in page order,
@@ -328,23 +319,32 @@ def _home_merge(parts: _Parts, groups: _HomeGroups, k: str) -> str:
     rows in all (plus one per branch) and stops, instead of k rows per group and a sort of them
     all. A message reachable from two branches (a followed person's post in one of the viewer's
     groups) comes out of both with the same key, next to each other: `DISTINCT ON` the key keeps
-    one without collecting anything. Each membership is re-checked in its branch (a one-time
-    filter), so that a group left since HOME_GROUPS was read is not followed: the page is exact.
-    """
-    since = [] if parts.since is None else [f"m.last_interacted_at > {parts.since}"]
-    branches = []
-    for i in range(1, groups.slots + 1):
-        group = f"{groups.ids}[{i}]"
-        branches.append(_walk([f"m.group_id = {group}", *since, (
-            f"EXISTS (SELECT 1 FROM group_memberships gm_s WHERE gm_s.group_id = {group} "
-            "AND gm_s.user_id = $2)")], [], k, "messages m"))
+    one without collecting anything.
+
+    Branch i walks the viewer's i-th group, read from group_memberships by the statement itself
+    (`mine`): only the number of branches is decided beforehand (`slots`, from the viewer's
+    count of groups, rounded up), so a group left meanwhile is not read, and one joined
+    meanwhile is read when its slot exists (else from the next page read on)."""
+    since = "" if parts.since is None else f" AND m.last_interacted_at > {parts.since}"
+    # compact: the statement is prepared and cached per connection (asyncpg caches statements
+    # up to storage.db's max_cacheable_statement_size)
+    branches = [
+        f"(SELECT {CANDIDATE} FROM messages m WHERE m.group_id = "
+        f"(SELECT group_id FROM mine WHERE n = {i}){since} ORDER BY {ORDER} LIMIT {k})"
+        for i in range(1, slots + 1)
+    ]
     for source, ordered in _home_others(parts, k, copies=True):
         branches.append(source if ordered else (
             f"(SELECT o.id, o.last_interacted_at FROM {source} o\n"
             f"ORDER BY o.last_interacted_at DESC, o.id DESC LIMIT {k})"))
     merged = "\nUNION ALL\n".join(branches)
+    mine = (
+        "WITH mine AS (SELECT group_id, row_number() OVER (ORDER BY group_id) AS n "
+        "FROM group_memberships WHERE community_id = $1 AND user_id = $2)\n"
+    )
     return (
-        "(SELECT DISTINCT ON (h.last_interacted_at, h.id) h.id, h.last_interacted_at\n"
+        f"({mine if slots else ''}"
+        "SELECT DISTINCT ON (h.last_interacted_at, h.id) h.id, h.last_interacted_at\n"
         f"FROM ({merged}) h\nORDER BY h.last_interacted_at DESC, h.id DESC LIMIT {k})"
     )
 
@@ -402,8 +402,8 @@ def _sources(parts: _Parts, k: str) -> list[str]:
         return [_walk([f"m.external_system_id = {parts.external_system}"], where, k)]
     if parts.group is not None:
         return [_walk([f"m.group_id = {parts.group}"], where, k)]
-    if parts.stream == "home" and parts.home_groups is not None:
-        return [_home_merge(parts, parts.home_groups, k)]
+    if parts.stream == "home" and parts.home_slots is not None:
+        return [_home_merge(parts, parts.home_slots, k)]
     if parts.stream == "home":
         return [_home_groups_lateral(parts, k), *(s for s, _ in _home_others(parts, k))]
     if parts.stream == "mentions":
@@ -460,11 +460,11 @@ class MessageQuery:
                 and self.topic is None)
 
     def build(
-        self, offset: int, limit: int, home_groups: Sequence[int] | None = None
+        self, offset: int, limit: int, home_groups: int | None = None
     ) -> tuple[str, list[Any]]:
         """The page's SQL and its arguments after $1..$3. For Home (`merges_home`),
-        `home_groups` are the viewer's group ids (`home_groups()`): each becomes a branch of
-        a k-way merge; without them, the groups are read in the statement (k rows each)."""
+        `home_groups` is how many groups the viewer is in (`home_group_count()`): each becomes
+        a branch of a k-way merge; without it, k rows of each group are read and sorted."""
         args: list[Any] = []
 
         def param(value: Any) -> str:
@@ -474,16 +474,13 @@ class MessageQuery:
         def optional(value: Any) -> str | None:
             return None if value is None else param(value)
 
-        groups = None
+        slots = None
         if home_groups is not None and self.merges_home:
-            slots = _slots(len(home_groups))
-            # (no groups, no parameter: nothing would give it a type)
-            groups = _HomeGroups(
-                f"({param(_padded(home_groups, slots))}::bigint[])" if slots else "", slots)
+            slots = _slots(home_groups)
         parts = _Parts(
             self.stream, optional(self.group_id), optional(self.author_id),
             optional(self.external_system_id), optional(self.topic), optional(self.since),
-            groups,
+            slots,
         )
         if self.search is not None:
             return self._build_search(parts, param, offset, limit), args
@@ -532,14 +529,10 @@ class MessageQuery:
         )
 
 
-def _padded(ids: Sequence[int], slots: int) -> list[int | None]:
-    return [*ids, *([None] * (slots - len(ids)))]
-
-
-async def home_groups(conn: Conn, community_id: int, viewer_id: int) -> list[int]:
-    """The viewer's group ids, for a Home page's merge."""
-    ids: list[int] = await conn.fetchval(HOME_GROUPS, community_id, viewer_id)
-    return ids
+async def home_group_count(conn: Conn, community_id: int, viewer_id: int) -> int:
+    """How many groups the viewer is in: the branches of a Home page's merge."""
+    count: int = await conn.fetchval(HOME_GROUP_COUNT, community_id, viewer_id)
+    return count
 
 
 async def list_page(
@@ -552,7 +545,8 @@ async def list_page(
     offset: int,
     limit: int,
 ) -> list[asyncpg.Record]:
-    groups = await home_groups(conn, community_id, viewer_id) if query.merges_home else None
+    groups = (await home_group_count(conn, community_id, viewer_id)
+              if query.merges_home else None)
     sql, args = query.build(offset, limit, groups)
     return await conn.fetch(sql, community_id, viewer_id, external, *args)
 

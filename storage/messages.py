@@ -330,7 +330,7 @@ def _home_merge(parts: _Parts, slots: int, k: str) -> str:
     # up to storage.db's max_cacheable_statement_size)
     branches = [
         f"(SELECT {CANDIDATE} FROM messages m WHERE m.group_id = "
-        f"(SELECT group_id FROM mine WHERE n = {i}){since} ORDER BY {ORDER} LIMIT {k})"
+        f"(SELECT ids[{i}] FROM mine){since} ORDER BY {ORDER} LIMIT {k})"
         for i in range(1, slots + 1)
     ]
     for source, ordered in _home_others(parts, k, copies=True):
@@ -339,7 +339,7 @@ def _home_merge(parts: _Parts, slots: int, k: str) -> str:
             f"ORDER BY o.last_interacted_at DESC, o.id DESC LIMIT {k})"))
     merged = "\nUNION ALL\n".join(branches)
     mine = (
-        "WITH mine AS (SELECT group_id, row_number() OVER (ORDER BY group_id) AS n "
+        "WITH mine AS (SELECT array_agg(group_id ORDER BY group_id) AS ids "
         "FROM group_memberships WHERE community_id = $1 AND user_id = $2)\n"
     )
     return (

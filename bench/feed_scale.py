@@ -265,7 +265,7 @@ async def _main(args: argparse.Namespace) -> int:
             t_seed = time.monotonic()
             dsn, cid, admin_id = await stack.enter_async_context(
                 seeded_database(admin_dsn, label, scale, keep=not args.fresh, verbose=True))
-            print(f"  seeded {scale} in {time.monotonic() - t_seed:.0f} s", flush=True)
+            print(f"  ready ({scale}) in {time.monotonic() - t_seed:.0f} s", flush=True)
             prepared[label] = await prepare(dsn, cid, admin_id, args.runs)
             stack.push_async_callback(prepared[label].pool.close)
             stack.push_async_callback(prepared[label].hub.close)

@@ -518,10 +518,10 @@ async def serve_scale(
     from feed_seed import seeded_database
 
     t_start = time.monotonic()
-    print(f"{label}: seeding {scale}", flush=True)
+    print(f"{label}: {scale}", flush=True)
     dsn, _, _ = await stack.enter_async_context(
         seeded_database(admin_dsn, label, scale, keep=not args.fresh, verbose=True))
-    print(f"{label}: seeded in {time.monotonic() - t_start:.0f} s", flush=True)
+    print(f"{label}: ready in {time.monotonic() - t_start:.0f} s", flush=True)
     big, members = await _biggest_group(dsn)
     port = free_port()
     base = f"http://127.0.0.1:{port}"

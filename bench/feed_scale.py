@@ -8,9 +8,10 @@ the issue measures), kept and reused by the next run (the large seed takes about
 2 busy cores; `--fresh` seeds throwaway ones), then, on each, calls the real actions (the page
 query plus every rendering query, as the views do; HTTP and JSON encoding excluded: they do not
 depend on the data's size) sequentially. Every scenario first runs once at both sizes (the
-pages read come into memory at both), then each is measured `--runs` times after `--warmup`
-uncounted calls (more than 5: PostgreSQL plans a prepared statement afresh for its first 5
-runs, then settles on a cached plan). It prints per scenario the p50 and p99 latency,
+pages read come into memory at both), then each is measured `--runs` times at each size after
+`--warmup` uncounted calls (more than 5: PostgreSQL plans a prepared statement afresh for its
+first 5 runs, then settles on a cached plan), one call at each size in turn, so that load from
+elsewhere on the machine falls on both sizes alike. It prints per scenario the p50 and p99 latency,
 PostgreSQL's CPU time per call (its backend's user + system time from /proc, on one pooled
 connection), the large/small ratio of the p50 and whether it meets the issue's 1.5x.
 
@@ -121,6 +122,31 @@ async def measure(
         await call()
         out.latencies.append(time.perf_counter() - started)
     out.pg_cpu = backend_cpu(pid) - cpu
+    return out
+
+
+async def measure_sizes(
+    prepared: dict[str, Prepared], name: str, warmup: int = WARMUP
+) -> dict[str, Measure]:
+    """One scenario at every size, interleaved: after `warmup` uncounted calls at each, one
+    measured call at each size in turn (the order alternating), so that a burst of load from
+    elsewhere on the machine falls on both alike."""
+    labels = list(prepared)
+    for _ in range(warmup):
+        for label in labels:
+            await prepared[label].scenarios[name][0]()
+    out = {label: Measure() for label in labels}
+    cpu = {label: backend_cpu(prepared[label].pid) for label in labels}
+    runs = prepared[labels[0]].scenarios[name][1]
+    for i in range(runs):
+        for label in labels if i % 2 == 0 else labels[::-1]:
+            call = prepared[label].scenarios[name][0]
+            started = time.perf_counter()
+            await call()
+            out[label].latencies.append(time.perf_counter() - started)
+    for label in labels:
+        # each size has its own backend: its CPU is that size's alone
+        out[label].pg_cpu = backend_cpu(prepared[label].pid) - cpu[label]
     return out
 
 
@@ -274,13 +300,11 @@ async def _main(args: argparse.Namespace) -> int:
         for name in prepared["small"].scenarios:
             for ready in prepared.values():
                 await ready.scenarios[name][0]()
-        # each scenario at both sizes back to back, so that both see the same load on the
-        # (shared) machine
+        # each scenario at both sizes, one call at each in turn, so that both see the same
+        # load on the (shared) machine, moment by moment
         for name in prepared["small"].scenarios:
-            for label, ready in prepared.items():
-                call, runs = ready.scenarios[name]
-                measured[label][name] = await measure(ready.pool, ready.pid, call, runs,
-                                                      args.warmup)
+            for label, m in (await measure_sizes(prepared, name, args.warmup)).items():
+                measured[label][name] = m
         chat_tables = {label: await ready.chat_by_size() for label, ready in prepared.items()}
     if "large" not in measured:
         measured["large"] = measured["small"]

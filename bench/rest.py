@@ -48,18 +48,19 @@ it adds a message per request, so the table grows during the run.
 seeds one database at small scale and one at large scale with bench/feed_seed.py (20,000 vs
 1,000,000 messages, 100,000 users, 1,000 groups; `--comments`/`--likes` per message at both
 sizes, 3 and 5 by default as the issue measures), serves both, and loads, each scenario at both
-sizes back to back, page 1 and page 50 of Home, Company, the biggest group's stream and
-@Mentions, a search, the notifications and the conversation list. The seeded databases are
-kept and reused by the next run (bench/feed_seed.py; the large seed takes about 20 minutes on
-2 busy cores; `--fresh` seeds throwaway ones). Before measuring, every scenario runs once at
-both sizes for `--warm-pass` seconds at full concurrency: every pooled connection has then
-prepared each statement and PostgreSQL has settled on its cached plan (after 5 runs), and the
-pages read are in memory at both sizes. It prints for each the req/s, p50, p99, the server's
-CPU and PostgreSQL's CPU per request (its backends for the bench database, from /proc), at
-both scales, the large/small ratio of the p50 and whether it meets the issue's 1.5x. Then it
-posts messages into the biggest group (10,000 members or more at large scale) one at a time,
-through HTTP, and prints their p50 against the issue's 50 ms. No floor here: the two scales
-are each other's reference.
+sizes in turns (`--slices` slices of each run, a slice at each size in turn, so that load from
+elsewhere on the machine falls on both alike), page 1 and page 50 of Home, Company, the biggest
+group's stream and @Mentions, a search, the notifications and the conversation list. The seeded
+databases are kept and reused by the next run (bench/feed_seed.py; the large seed takes about 20
+minutes on 2 busy cores; `--fresh` seeds throwaway ones). Before measuring, every scenario runs
+once at both sizes for `--warm-pass` seconds at full concurrency: every pooled connection has
+then prepared each statement and PostgreSQL has settled on its cached plan (after 5 runs), and
+the pages read are in memory at both sizes. It prints for each the req/s, p50, p99, the server's
+CPU and PostgreSQL's CPU per request (its backends for the bench database, from /proc), at both
+scales, the large/small ratio of the p50 and whether it meets the issue's 1.5x. Then it posts
+messages into the biggest group (10,000 members or more at large scale) one at a time, through
+HTTP, and prints their p50 against the issue's 50 ms. No floor here: the two scales are each
+other's reference.
 """
 
 from __future__ import annotations
@@ -125,6 +126,19 @@ class Result:
     statuses: dict[int, int] = field(default_factory=dict)
     cpu_seconds: float | None = None  # the server process's CPU time over the measured span
     pg_cpu_seconds: float | None = None  # PostgreSQL's backends' (when metered), same span
+
+    def add(self, other: Result) -> Result:
+        """This result and another run of the same scenario, as one."""
+        def total(a: float | None, b: float | None) -> float | None:
+            return None if a is None and b is None else (a or 0.0) + (b or 0.0)
+
+        statuses = dict(self.statuses)
+        for status, n in other.statuses.items():
+            statuses[status] = statuses.get(status, 0) + n
+        return Result(self.requests + other.requests, self.errors + other.errors,
+                      self.seconds + other.seconds, self.latencies + other.latencies, statuses,
+                      total(self.cpu_seconds, other.cpu_seconds),
+                      total(self.pg_cpu_seconds, other.pg_cpu_seconds))
 
     @property
     def cpu_ms_per_request(self) -> float:
@@ -600,12 +614,18 @@ async def run_scale(args: argparse.Namespace) -> int:
                            args.warm_pass)
         # each scenario at both sizes back to back, so that both see the same load on the
         # (shared) machine
+        # (in `--slices` turns: a slice at each size in turn, so that a burst of load from
+        # elsewhere on the machine falls on both alike)
         for i, scenario in enumerate(served["small"].scenarios):
-            for label, one in served.items():
-                same = one.scenarios[i]
-                results[label][scenario.name] = await load(
-                    one.base, same, headers, args.concurrency, args.warmup, args.seconds,
-                    one.pid, await backend_pids(one.dsn))
+            for turn in range(args.slices):
+                for label, one in (list(served.items()) if turn % 2 == 0
+                                   else list(served.items())[::-1]):
+                    part = await load(
+                        one.base, one.scenarios[i], headers, args.concurrency,
+                        args.warmup if turn == 0 else 0.0, args.seconds / args.slices,
+                        one.pid, await backend_pids(one.dsn))
+                    results[label][scenario.name] = results[label].get(
+                        scenario.name, Result()).add(part)
         # posting into the biggest group, one request at a time (the write fan-out's wall)
         posts = {}
         for label, one in served.items():
@@ -617,7 +637,8 @@ async def run_scale(args: argparse.Namespace) -> int:
     measured = {label: (results[label], served[label].members) for label in scales}
     print()
     print(f"Commons feed at scale: {args.concurrency} concurrent keep-alive connections, "
-          f"{args.warmup:g} s warm-up + {args.seconds:g} s per run; small = "
+          f"{args.warmup:g} s warm-up + {args.seconds:g} s per run in {args.slices} slices "
+          "per size, taken in turns; small = "
           f"{scales['small'].messages:,} messages (biggest group "
           f"{measured['small'][1]:,} members)"
           + (f", large = {scales['large'].messages:,} messages, {scales['large'].users:,} "
@@ -767,6 +788,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="comments per seeded message at both scales (--scale; the issue's 3)")
     parser.add_argument("--likes", type=int, default=5,
                         help="likes per seeded message at both scales (--scale; the issue's 5)")
+    parser.add_argument("--slices", type=int, default=2,
+                        help="--scale: each run in this many slices, a slice at each size in "
+                             "turn")
     parser.add_argument("--warm-pass", type=float, default=1.0,
                         help="--scale: seconds each scenario runs at each size before any is "
                              "measured")

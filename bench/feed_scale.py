@@ -15,11 +15,12 @@ elsewhere on the machine falls on both sizes alike. It prints per scenario the p
 PostgreSQL's CPU time per call (its backend's user + system time from /proc, on one pooled
 connection), the large/small ratio of the p50 and whether it meets the issue's 1.5x.
 
-Scenarios: page 1 and page 50 of Home, Company, the stream of the biggest group and @Mentions;
-page 1 of a #tag and of a search; posting a chat message and a message into a group of 10 and
-of 10,000 members (the write fan-out); and, for comparison, the query shape before issue 14 on
-Home page 1 (its `before` row, capped by a statement timeout) and the per-member write a chat
-post made (rolled back).
+Scenarios: the floor (`SELECT 1` on the same pool: what a call costs on this machine at this
+moment, doing nothing); page 1 and page 50 of Home, Company, the stream of the biggest group and
+@Mentions; page 1 of a #tag and of a search; posting a chat message and a message into a group
+of 10 and of 10,000 members (the write fan-out); and, for comparison, the query shape before
+issue 14 on Home page 1 (its `before` row, capped by a statement timeout) and the per-member
+write a chat post made (rolled back).
 
 The machine is shared: compare the two columns of one run, not runs with each other.
 """
@@ -244,6 +245,8 @@ async def prepare(dsn: str, cid: int, admin_id: int, runs: int) -> Prepared:
     group = MessageQuery(group_id=big)
     mentions = MessageQuery(stream="mentions")
     calls: dict[str, Call] = {
+        # the floor: a round trip to PostgreSQL on the same pool, doing nothing
+        "floor: SELECT 1": lambda: pool.fetchval("SELECT 1"),
         "Home p1": page(home, 1),
         "Home p50": page(home, 50),
         "Company p1": page(company, 1),

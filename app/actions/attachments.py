@@ -41,7 +41,7 @@ import asyncpg
 from app.access import access_user, require_self_or_admin
 from app.actions.work import work
 from app.context import Viewer
-from app.errors import Forbidden, Invalid, NotFound, TooLarge
+from app.errors import Forbidden, Invalid, NotFound
 from app.images import (
     INLINE_TYPES,
     SNIFF_BYTES,
@@ -52,6 +52,7 @@ from app.images import (
 )
 from app.params import UploadedFile
 from app.render.attachments import display_filename, is_image
+from app.uploads import too_large as too_large  # the views take it from here
 from storage import attachments, users
 from storage.blobs import DEFAULT_CONTENT_TYPE, BlobStore, BlobTooLarge
 from storage.db import Conn
@@ -107,11 +108,6 @@ def new_storage_key(community_id: int) -> str:
 def thumbnail_key(storage_key: str, name: str, content_type: str) -> str:
     ext = "png" if content_type == "image/png" else "jpg"
     return f"{storage_key.rsplit('/', 1)[0]}/{name}.{ext}"
-
-
-def too_large(max_bytes: int) -> TooLarge:
-    size = f"{max_bytes // (1024 * 1024)} MB" if max_bytes >= 1024 * 1024 else f"{max_bytes} bytes"
-    return TooLarge(f"The attachment is larger than the limit of {size}")
 
 
 # --- uploading -------------------------------------------------------------------------------

@@ -97,6 +97,10 @@ class UploadedFile:
     async def _finish(self) -> None:
         await self._flush()
 
+    def fileno(self) -> int | None:
+        """The descriptor of the spooled file; None while the bytes are in memory."""
+        return self._file.fileno() if self._file is not None else None
+
     async def head(self, size: int) -> bytes:
         """The first `size` bytes (to recognize an image)."""
         if self._file is None:
@@ -166,6 +170,12 @@ def _write_out(file: IO[bytes], pieces: list[bytes]) -> None:
 def _temp_file(directory: Path | None) -> IO[bytes]:
     if directory is not None:
         directory.mkdir(parents=True, exist_ok=True)
+        tmpfile = getattr(os, "O_TMPFILE", 0)
+        if tmpfile:
+            # unnamed, and without O_EXCL (which tempfile sets): a local blob store can give
+            # it a name instead of copying it (storage.blobs adopt_file)
+            with contextlib.suppress(OSError):
+                return os.fdopen(os.open(directory, tmpfile | os.O_RDWR, 0o600), "w+b")
     # unnamed on disk (O_TMPFILE where the OS has it, else unlinked at once)
     return tempfile.TemporaryFile(dir=directory)
 
@@ -280,8 +290,8 @@ def uploads_middleware(directory: Path) -> Middleware:
 # The start of a string that is the value of an attachment key: `"attachment": ` or
 # `"message[attachment]": ` just before it, in the body read so far.
 _ATTACHMENT_KEY = re.compile(rb'"(?:[\w\[\]]*\[)?attachment\]?"\s*:\s*$')
-_STRING_STOP = re.compile(rb'["\\]')
 _BASE64_SPACE = b" \t\r\n"
+QUOTE, BACKSLASH = ord('"'), ord("\\")
 # JSON escapes a base64 payload may carry: an escaped slash, and line breaks (ignored, as
 # whitespace is in a data URI)
 _BASE64_ESCAPES = {ord("/"): b"/", ord("n"): b"", ord("r"): b"", ord("t"): b""}
@@ -384,14 +394,14 @@ async def read_json_spooling_data_uris(
                         await spool.feed(replacement)
                     pos += 1
                     continue
-                stop = _STRING_STOP.search(chunk, pos)
-                end = stop.start() if stop else len(chunk)
+                stop = _string_stop(chunk, pos)
+                end = stop if stop >= 0 else len(chunk)
                 await spool.feed(chunk[pos:end])
                 pos = end
-                if stop is None:
+                if stop < 0:
                     break
                 pos += 1
-                if stop.group() == b"\\":
+                if chunk[stop] == BACKSLASH:
                     escaped = True
                     continue
                 name = f"\0upload:{token}:{len(files)}"
@@ -418,12 +428,12 @@ async def read_json_spooling_data_uris(
                 pos += 1
                 escaped = False
                 continue
-            stop = _STRING_STOP.search(chunk, pos)
-            end = stop.start() + 1 if stop else len(chunk)
+            stop = _string_stop(chunk, pos)
+            end = stop + 1 if stop >= 0 else len(chunk)
             skeleton += chunk[pos:end]
             pos = end
-            if stop is not None:
-                if stop.group() == b"\\":
+            if stop >= 0:
+                if chunk[stop] == BACKSLASH:
                     escaped = True
                 else:
                     in_string = False
@@ -434,7 +444,7 @@ async def read_json_spooling_data_uris(
                     comma = head.index(b",")
                     payload = bytes(skeleton[string_start + 2 + comma:])
                     del skeleton[string_start:]
-                    if stop is not None and stop.group() == b'"':
+                    if stop >= 0 and chunk[stop] == QUOTE:
                         payload = payload[:-1]  # the string ended in this piece
                         in_string = True
                         pos -= 1  # and its closing quote is read again, as the end
@@ -456,6 +466,14 @@ async def read_json_spooling_data_uris(
     if not isinstance(data, dict):
         raise BadRequest("JSON body must be an object")
     return _put_files(data, files) if files else data
+
+
+def _string_stop(chunk: bytes, pos: int) -> int:
+    """Where the next `"` or `\\` is in chunk from pos (-1: none). Two memchr scans are much
+    faster than one regular expression over a 100 MB payload."""
+    quote = chunk.find(b'"', pos)
+    backslash = chunk.find(b"\\", pos, quote if quote >= 0 else len(chunk))
+    return backslash if backslash >= 0 else quote
 
 
 def _start_data_uri(head: bytes, directory: Path | None,

@@ -406,7 +406,6 @@ async def read_json_spooling_data_uris(
                     continue
                 name = f"\0upload:{token}:{len(files)}"
                 files[name] = await spool.finish()
-                request.setdefault(UPLOADS_KEY, []).append(spool.upload)
                 skeleton += orjson.dumps(name)
                 spool, in_string = None, False
                 continue
@@ -441,6 +440,8 @@ async def read_json_spooling_data_uris(
                 head = bytes(skeleton[string_start + 1:string_start + 1 + _DATA_URI_HEAD])
                 spool = _start_data_uri(head, directory, max_file_bytes)
                 if spool is not None:
+                    # closed when the request ends, however it ends (a 413 halfway)
+                    request.setdefault(UPLOADS_KEY, []).append(spool.upload)
                     comma = head.index(b",")
                     payload = bytes(skeleton[string_start + 2 + comma:])
                     del skeleton[string_start:]

@@ -24,8 +24,10 @@ from app.uploads import (
     DATA_URI_LIMIT_KEY,
     SPOOL_BYTES,
     UPLOAD_DIR_KEY,
+    UPLOADS_KEY,
     WRITE_BUFFER,
     InvalidDataUri,
+    close_uploads,
     read_json_spooling_data_uris,
     uploads_middleware,
 )
@@ -252,9 +254,14 @@ async def test_a_data_uri_that_is_not_base64(payload: str, reason: str, tmp_path
 
 
 async def test_a_data_uri_over_the_limit_is_a_413_as_soon_as_it_is_seen(tmp_path: Path) -> None:
-    body = _data_uri_body(os.urandom(50_000))
+    body = _data_uri_body(os.urandom(SPOOL_BYTES + 50_000))
+    request = _Request(body + b"this is never read as JSON", [4096], tmp_path)
     with pytest.raises(TooLarge):
-        await _spooled(body + b"this is never read as JSON", [4096], tmp_path, limit=40_000)
+        await read_json_spooling_data_uris(cast(web.Request, request), SPOOL_BYTES + 40_000)
+    (upload,) = request[UPLOADS_KEY]  # its temp file is the request's: closed at its end
+    assert _open_files(tmp_path) == 1
+    close_uploads(cast(web.Request, request))
+    assert _open_files(tmp_path) == 0 and upload.fileno() is None
     # and what is not spooled counts against client_max_size
     with pytest.raises(TooLarge):
         await _spooled(b'{"body": "' + b"x" * 5000 + b'"}', [100], tmp_path,

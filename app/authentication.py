@@ -89,7 +89,9 @@ async def check_password(
         await app[PASSWORDS].verify_nothing(password)
         ok = False
     else:
-        ok = await app[PASSWORDS].verify(row["id"], row["password_hash"], password)
+        ok = await app[PASSWORDS].verify(
+            row["id"], row["password_hash"], password, epoch=row["session_epoch"]
+        )
     if not ok or row is None:
         await limiter.hit(key, limit)
         raise Unauthorized("Invalid login or password")
@@ -107,8 +109,8 @@ async def confirm_password(request: web.Request, user_id: int, password: str) ->
     retry = await limiter.peek(key, limit)
     if retry is not None:
         raise RateLimited(retry, "Too many failed logins; try again later")
-    stored = await users.password_hash_of(app[POOL], user_id)
-    if not await app[PASSWORDS].verify(user_id, stored, password):
+    stored, epoch = await users.credentials_of(app[POOL], user_id)
+    if not await app[PASSWORDS].verify(user_id, stored, password, epoch=epoch):
         await limiter.hit(key, limit)
         raise Forbidden("Current password is wrong",
                         fields={"user[current_password]": ["is wrong"]})
@@ -135,7 +137,9 @@ async def check_password_everywhere(
             raise RateLimited(retry, "Too many failed logins; try again later")
     matched = [
         row for row in rows
-        if await app[PASSWORDS].verify(row["id"], row["password_hash"], password)
+        if await app[PASSWORDS].verify(
+            row["id"], row["password_hash"], password, epoch=row["session_epoch"]
+        )
     ]
     if not rows:
         await app[PASSWORDS].verify_nothing(password)

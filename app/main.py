@@ -21,7 +21,7 @@ from app.authentication import SessionCookieStorage
 from app.config import Settings
 from app.middleware import auth_middleware, errors_middleware
 from app.observe import make_observe_middleware
-from app.passwords import Passwords
+from app.passwords import Passwords, cache_key_from
 from app.presence import MemoryPresence, RedisPresence
 from app.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from app.resources import (
@@ -43,6 +43,7 @@ from app.views.ops import DRAINING, add_ops_routes
 from app.xml_format import negotiation_middleware
 from realtime.hub import Hub, HubSettings, LocalHub, RedisHub
 from storage.blobs import open_blob_store
+from storage.credentials_cache import CredentialsCache
 from storage.db import QueryObserver, create_pool
 from storage.redis import RedisHealth, redis_client
 
@@ -103,9 +104,10 @@ def create_app(
 ) -> web.Application:
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url (serve resolves it)")
+    secret = session_secret(settings)
     # Secure whenever the client is on https (app/authentication.py)
     storage = SessionCookieStorage(
-        session_secret(settings), cookie_name="commons_session", httponly=True, samesite="Lax",
+        secret, cookie_name="commons_session", httponly=True, samesite="Lax",
         max_age=14 * 24 * 3600,
     )
     observe = make_observe_middleware(
@@ -123,7 +125,10 @@ def create_app(
     )
     app[SETTINGS] = settings
     app[DRAINING] = asyncio.Event()
-    app[PASSWORDS] = Passwords(settings.argon2, settings.credentials_cache_seconds)
+    passwords = Passwords(
+        settings.argon2, settings.credentials_cache_seconds, key=cache_key_from(secret)
+    )
+    app[PASSWORDS] = passwords
     # one view of Redis's health for the rate limits and the realtime publisher
     app[REDIS_HEALTH] = RedisHealth()
 
@@ -151,12 +156,18 @@ def create_app(
             app[REDIS] = client
             limiter = RedisRateLimiter(client, settings.redis_prefix, app[REDIS_HEALTH])
             app[PRESENCE] = RedisPresence(client, settings.redis_prefix, app[REDIS_HEALTH])
+            if settings.credentials_shared_cache_seconds > 0:
+                passwords.share(CredentialsCache(
+                    client, settings.redis_prefix, app[REDIS_HEALTH],
+                    settings.credentials_shared_cache_seconds,
+                ))
         else:
             limiter = MemoryRateLimiter()
             app[PRESENCE] = MemoryPresence()
         app[LIMITER] = limiter
         yield
         if client is not None:
+            passwords.share(None)
             await client.aclose()
 
     async def hub(app: web.Application) -> AsyncIterator[None]:

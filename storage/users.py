@@ -311,16 +311,20 @@ async def set_custom_value(
         await conn.execute(UPSERT_CUSTOM_VALUE, user_id, field_id, value, community_id)
 
 
-async def password_hash_of(conn: Conn, user_id: int) -> str | None:
-    value: str | None = await conn.fetchval(
-        "SELECT password_hash FROM users WHERE id = $1", user_id
-    )
-    return value
+# what a password is checked against: the hash, and the session epoch the credentials caches
+# key on (app/passwords.py)
+CREDENTIALS_OF = "SELECT password_hash, session_epoch FROM users WHERE id = $1"
+
+
+async def credentials_of(conn: Conn, user_id: int) -> tuple[str | None, int]:
+    """(password hash, session epoch) of the user; (None, 0) when there is no such user."""
+    row = await conn.fetchrow(CREDENTIALS_OF, user_id)
+    return (None, 0) if row is None else (row["password_hash"], row["session_epoch"])
 
 
 # The central API host (a host serving no community): a login in every community at once.
 BY_LOGIN_EVERYWHERE = f"""
-SELECT DISTINCT ON (u.community_id) {BASIC}, u.password_hash FROM users u
+SELECT DISTINCT ON (u.community_id) {BASIC}, u.password_hash, u.session_epoch FROM users u
 WHERE (lower(u.email) = lower($1) OR lower(u.username) = lower($1)) AND u.state = 'active'
 ORDER BY u.community_id, lower(u.email) = lower($1) DESC
 LIMIT 100

@@ -1,0 +1,90 @@
+"""The verified-credentials cache shared by every process, in Redis (app/passwords.py).
+
+Keys are `<prefix>:cred:<hex digest>`, where the digest is a keyed MAC the caller computed
+(never a password, never an unkeyed hash of one); the value is `1`, with a TTL. Reading Redis
+therefore tells nothing about any password, and writing it cannot forge an entry that any
+process would ever look up (docs/decisions.md "Shared verified-credentials cache").
+
+Lookups made in the same turn of the event loop (a reconnect storm: thousands of Basic logins
+at once) go to Redis as one MGET. Redis away or hung: every answer is "not known" after at most
+one short timeout (storage/redis.py), and the caller verifies the password itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from redis.asyncio import Redis
+
+from storage.redis import REDIS_FAILURES, RedisHealth
+
+# Lookups waiting for the next MGET, at most this many per command.
+MAX_BATCH = 1000
+
+
+class CredentialsCache:
+    def __init__(
+        self, redis: Redis, prefix: str, health: RedisHealth, ttl_seconds: int
+    ) -> None:
+        self._redis = redis
+        self._prefix = f"{prefix}:cred:"
+        self._health = health
+        self.ttl_seconds = ttl_seconds
+        self._waiting: dict[str, asyncio.Future[bool]] = {}
+        self._flushing: asyncio.Task[None] | None = None
+
+    def key(self, digest: bytes) -> str:
+        return self._prefix + digest.hex()
+
+    async def known(self, digest: bytes) -> bool:
+        """Whether these credentials were verified by any process within the TTL."""
+        if not self._health.available():
+            return False
+        key = self.key(digest)
+        waiting = self._waiting.get(key)
+        if waiting is None:
+            waiting = asyncio.get_running_loop().create_future()
+            self._waiting[key] = waiting
+            if self._flushing is None:
+                self._flushing = asyncio.get_running_loop().create_task(self._flush())
+        return await asyncio.shield(waiting)
+
+    async def _flush(self) -> None:
+        try:
+            await asyncio.sleep(0)  # let every lookup of this turn join the batch
+            while self._waiting:
+                keys = list(self._waiting)[:MAX_BATCH]
+                batch = {k: self._waiting.pop(k) for k in keys}
+                found = await self._mget(keys)
+                for key, future in batch.items():
+                    if not future.done():
+                        future.set_result(key in found)
+        finally:
+            self._flushing = None
+            # cancelled (shutdown): whoever still waits verifies the password itself
+            for future in self._waiting.values():
+                if not future.done():
+                    future.set_result(False)
+            self._waiting.clear()
+
+    async def _mget(self, keys: list[str]) -> set[str]:
+        if not self._health.available():
+            return set()
+        try:
+            values = await self._redis.mget(keys)
+        except REDIS_FAILURES as exc:
+            self._health.failed(exc)
+            return set()
+        self._health.answered()
+        return {k for k, v in zip(keys, values, strict=True) if v is not None}
+
+    async def remember(self, digest: bytes) -> None:
+        """Mark these credentials verified for every process, for the TTL."""
+        if self.ttl_seconds <= 0 or not self._health.available():
+            return
+        try:
+            await self._redis.set(self.key(digest), b"1", ex=self.ttl_seconds)
+        except REDIS_FAILURES as exc:
+            self._health.failed(exc)
+            return
+        self._health.answered()

@@ -21,7 +21,7 @@ from aiohttp_session.cookie_storage import EncryptedCookieStorage
 from app.context import COMMUNITY, Viewer
 from app.errors import Forbidden, RateLimited, Unauthorized
 from app.proxy import client_address, is_https
-from app.resources import LIMITER, PASSWORDS, POOL, SETTINGS
+from app.resources import LIMITER, LOOKUPS, PASSWORDS, POOL, SETTINGS
 from storage import users
 from storage.communities import Community
 
@@ -78,7 +78,8 @@ async def check_password(
     app = request.app
     limiter = app[LIMITER]
     limit = app[SETTINGS].rate_limit_failed_logins
-    row = await users.by_login(app[POOL], community.id, login) if login else None
+    # batched: the logins of many clients connecting at once are read in one query
+    row = await app[LOOKUPS].user_by_login(community.id, login) if login else None
     who = f"u{row['id']}" if row is not None else f"l:{login.lower()}"
     key = f"login:{client_address(request)}:{community.id}:{who}"
     retry = await limiter.peek(key, limit)

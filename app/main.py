@@ -29,6 +29,7 @@ from app.resources import (
     COMMUNITIES,
     HUB,
     LIMITER,
+    LOOKUPS,
     PASSWORDS,
     POOL,
     PRESENCE,
@@ -42,6 +43,7 @@ from app.uploads import uploads_middleware
 from app.views.ops import DRAINING, add_ops_routes
 from app.xml_format import negotiation_middleware
 from realtime.hub import Hub, HubSettings, LocalHub, RedisHub
+from storage.batch import Lookups
 from storage.blobs import open_blob_store
 from storage.credentials_cache import CredentialsCache
 from storage.db import QueryObserver, create_pool
@@ -140,6 +142,7 @@ def create_app(
             acquire_timeout=settings.db_acquire_timeout_seconds, on_connect=_count_connection,
         )
         app[POOL] = pool
+        app[LOOKUPS] = Lookups(pool)
         app[COMMUNITIES] = CommunityResolver(pool)
         gauges = asyncio.get_running_loop().create_task(_pool_gauges(pool, settings.db_pool_size))
         yield

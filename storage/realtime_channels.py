@@ -13,6 +13,8 @@ The names match `app.actions.remarks.conversation_channel` and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from storage.db import Conn
 
 CHANNELS_OF_USER = """
@@ -30,16 +32,24 @@ async def channels_of_user(conn: Conn, community_id: int, user_id: int) -> list[
     return [r["channel"] for r in rows]
 
 
-CHANNELS_IF_ACTIVE = f"""
-SELECT u.state = 'active' AS active, ARRAY({CHANNELS_OF_USER}) AS channels
-FROM users u WHERE u.community_id = $1 AND u.id = $2
+# whether each user ($2) is active, and their channels
+CHANNELS_IF_ACTIVE_MANY = f"""
+SELECT u.id, u.state = 'active' AS active,
+       ARRAY({CHANNELS_OF_USER.replace("$2", "u.id")}) AS channels
+FROM users u WHERE u.community_id = $1 AND u.id = ANY($2::bigint[])
 """
+
+
+async def channels_if_active_many(
+    conn: Conn, community_id: int, user_ids: Sequence[int]
+) -> dict[int, list[str] | None]:
+    """`channels_if_active` of each user, in one query (absent: no such user). Many users at
+    once: storage/batch.py."""
+    rows = await conn.fetch(CHANNELS_IF_ACTIVE_MANY, community_id, list(user_ids))
+    return {r["id"]: list(r["channels"]) if r["active"] else None for r in rows}
 
 
 async def channels_if_active(conn: Conn, community_id: int, user_id: int) -> list[str] | None:
     """`channels_of_user`, or None when the user is no longer active (deactivated after the
     socket authenticated, before it attached: the close event is then already behind it)."""
-    row = await conn.fetchrow(CHANNELS_IF_ACTIVE, community_id, user_id)
-    if row is None or not row["active"]:
-        return None
-    return list(row["channels"])
+    return (await channels_if_active_many(conn, community_id, [user_id])).get(user_id)

@@ -47,9 +47,18 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from app import metrics
-from realtime.events import CONTROL_EVENT, EncodedEvent, Event, encode, from_wire, to_wire
+from realtime.events import (
+    CONTROL_EVENT,
+    EncodedEvent,
+    Event,
+    encode,
+    encode_frame,
+    from_wire,
+    to_wire,
+)
 from storage import events as store
 from storage.availability import DatabaseUnavailable
+from storage.batch import Batcher
 from storage.redis import DEFAULT_TIMEOUT, REDIS_FAILURES, RedisHealth, redis_client
 
 log = logging.getLogger(__name__)
@@ -127,6 +136,22 @@ class _Stream:
         self.idle_since: float | None = None
 
 
+# A shared replay reads every channel of the community: at most this many events, else each
+# socket reads its own channels' (bench/fanout_storm.py).
+SHARED_REPLAY_EVENTS = 5000
+# kept for later sockets of the same storm: at most this many reads, this long
+SHARED_REPLAYS_KEPT = 16
+SHARED_REPLAY_SECONDS = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class SharedReplay:
+    oldest: int | None  # the smallest id still stored
+    events: list[Event]  # every channel's, since < id <= position (when complete)
+    frames: dict[int, bytes]  # encode_frame of each, by id
+    complete: bool
+
+
 class Hub:
     """Shared logic of both hubs; `LocalHub` is this with no transport between processes."""
 
@@ -137,6 +162,11 @@ class Hub:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._maintenance: asyncio.Task[None] | None = None
         self._closed = False
+        # (community, since, position) -> one read shared by the sockets resuming from there
+        self._replays: Batcher[tuple[int, int, int], SharedReplay] = Batcher(self._read_replays)
+        # and kept a little: what lies at or below a position never changes (ids are gap-free
+        # and in commit order), so later sockets of the same storm read nothing
+        self._replayed: dict[tuple[int, int, int], tuple[float, SharedReplay]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -183,6 +213,64 @@ class Hub:
     async def _flush_remote(self) -> None:
         """Send what could not be published earlier (maintenance tick)."""
         return None
+
+    # -- resuming --------------------------------------------------------------------------
+
+    async def replay(
+        self, community_id: int, channels: set[str], since: int, position: int, limit: int
+    ) -> tuple[bool, list[Event], dict[int, bytes]]:
+        """(resumable, the events with since < id <= position on `channels`, frames of some
+        of them by id). Sockets resuming from the same `since` at the same position (a
+        reconnect storm) share one read of the community's events, and their encoding; each
+        keeps its channels' events. Not resumable: pruned, ahead of the database, or more
+        than `limit` events."""
+        if since > position:  # ahead of this process: fine unless ahead of the database
+            async with self._pool.acquire() as conn:
+                return since <= await store.last_event_id(conn, community_id), [], {}
+        shared = await self._shared_replay((community_id, since, position))
+        if shared.oldest is None or shared.oldest > since + 1:
+            return False, [], {}  # pruned
+        if shared.complete:
+            events = [e for e in shared.events if e.channel in channels]
+        else:  # too many events in the community for one shared read: this socket's own
+            async with self._pool.acquire() as conn:
+                events = await store.events_since(
+                    conn, community_id, sorted(channels), since, limit + 1, up_to=position
+                )
+        if len(events) > limit:
+            return False, [], {}
+        return True, events, shared.frames
+
+    async def _shared_replay(self, key: tuple[int, int, int]) -> SharedReplay:
+        now = asyncio.get_running_loop().time()
+        kept = self._replayed.get(key)
+        if kept is not None and kept[0] > now:
+            return kept[1]
+        shared = await self._replays.get(key)
+        assert shared is not None
+        if len(self._replayed) >= SHARED_REPLAYS_KEPT:
+            self._replayed = {k: v for k, v in self._replayed.items() if v[0] > now}
+            while len(self._replayed) >= SHARED_REPLAYS_KEPT:
+                del self._replayed[next(iter(self._replayed))]
+        self._replayed[key] = (now + SHARED_REPLAY_SECONDS, shared)
+        return shared
+
+    async def _read_replays(
+        self, keys: list[tuple[int, int, int]]
+    ) -> dict[tuple[int, int, int], SharedReplay]:
+        found: dict[tuple[int, int, int], SharedReplay] = {}
+        async with self._pool.acquire() as conn:
+            for community_id, since, position in keys:
+                oldest = await store.oldest_event_id(conn, community_id)
+                events = await store.events_since(
+                    conn, community_id, None, since, SHARED_REPLAY_EVENTS + 1, up_to=position
+                )
+                complete = len(events) <= SHARED_REPLAY_EVENTS
+                found[(community_id, since, position)] = SharedReplay(
+                    oldest, events if complete else [],
+                    {e.id: encode_frame(e) for e in events} if complete else {}, complete,
+                )
+        return found
 
     # -- subscribers -----------------------------------------------------------------------
 

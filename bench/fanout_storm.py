@@ -108,13 +108,13 @@ class Servers:
                 process.wait()
 
     def errors(self) -> str:
-        """The servers' ERROR lines: how many, and the last traceback's last lines."""
+        """The servers' WARNING and ERROR lines: how many, and the last ones."""
         with contextlib.suppress(OSError):
             lines = self.log.read_text(errors="replace").splitlines()
-            count = sum(" ERROR " in line or line.startswith("ERROR") for line in lines)
-            if count:
-                return f"{count} ERROR lines in the servers' log; the last ends:\n" + \
-                    "\n".join(lines[-6:])
+            bad = [line for line in lines if " ERROR " in line or " WARNING " in line]
+            if bad:
+                return f"{len(bad)} WARNING/ERROR lines in the servers' log; the last:\n" + \
+                    "\n".join(bad[-4:])
         return ""
 
     def tail(self) -> str:

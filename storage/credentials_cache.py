@@ -6,8 +6,9 @@ therefore tells nothing about any password, and writing it cannot forge an entry
 process would ever look up (docs/decisions.md "Shared verified-credentials cache").
 
 Lookups made in the same turn of the event loop (a reconnect storm: thousands of Basic logins
-at once) go to Redis as one MGET. Redis away or hung: every answer is "not known" after at most
-one short timeout (storage/redis.py), and the caller verifies the password itself.
+at once) go to Redis as one MGET, and new entries as one pipeline. Redis away or hung: every
+answer is "not known" after at most one short timeout (storage/redis.py), and the caller
+verifies the password itself.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class CredentialsCache:
         self.ttl_seconds = ttl_seconds
         self._waiting: dict[str, asyncio.Future[bool]] = {}
         self._flushing: asyncio.Task[None] | None = None
+        self._writes: list[str] = []
+        self._writing: asyncio.Task[None] | None = None
 
     def key(self, digest: bytes) -> str:
         return self._prefix + digest.hex()
@@ -79,11 +82,23 @@ class CredentialsCache:
         return {k for k, v in zip(keys, values, strict=True) if v is not None}
 
     async def remember(self, digest: bytes) -> None:
-        """Mark these credentials verified for every process, for the TTL."""
+        """Mark these credentials verified for every process, for the TTL. Marks of the same
+        turn of the event loop (a cold storm) go in one pipeline."""
         if self.ttl_seconds <= 0 or not self._health.available():
             return
+        self._writes.append(self.key(digest))
+        if self._writing is None:
+            self._writing = asyncio.get_running_loop().create_task(self._write())
+        await asyncio.shield(self._writing)
+
+    async def _write(self) -> None:
+        await asyncio.sleep(0)
+        keys, self._writes, self._writing = self._writes, [], None
         try:
-            await self._redis.set(self.key(digest), b"1", ex=self.ttl_seconds)
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.set(key, b"1", ex=self.ttl_seconds)
+                await pipe.execute()
         except REDIS_FAILURES as exc:
             self._health.failed(exc)
             return

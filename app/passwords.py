@@ -40,6 +40,7 @@ from app.config import Argon2Settings
 from storage.credentials_cache import CredentialsCache
 
 CACHE_KEY_LABEL = b"commons verified-credentials cache v1"
+HASHES_AT_ONCE = 2
 
 
 def cache_key_from(secret: bytes) -> bytes:
@@ -65,6 +66,9 @@ class Passwords:
         # a server secret (the CLI, tests) a per-process one: nothing is shared.
         self._key = key if key is not None else secrets.token_bytes(32)
         self._shared: CredentialsCache | None = None
+        # Full verifications running at once: each uses `parallelism` threads and `memory_kib`;
+        # more at once only share the same cores and multiply the memory.
+        self._hashing = asyncio.Semaphore(HASHES_AT_ONCE)
         self._dummy: str | None = None
         # cache key -> the verification in progress for those credentials
         self._verifying: dict[bytes, asyncio.Future[bool]] = {}
@@ -129,10 +133,18 @@ class Passwords:
             if self._cache_seconds > 0:
                 self._remember(key, user_id)
             return True
-        try:
-            ok = await asyncio.to_thread(self._hasher.verify, stored, password)
-        except (VerifyMismatchError, VerificationError, InvalidHashError):
-            return False
+        waited = self._hashing.locked()
+        async with self._hashing:
+            # Queued behind other hashes (a storm while Redis did not answer): Redis may answer
+            # now; asking costs far less than the hash.
+            if waited and shared is not None and await shared.known(key):
+                if self._cache_seconds > 0:
+                    self._remember(key, user_id)
+                return True
+            try:
+                ok = await asyncio.to_thread(self._hasher.verify, stored, password)
+            except (VerifyMismatchError, VerificationError, InvalidHashError):
+                return False
         if ok and self._cache_seconds > 0:
             self._remember(key, user_id)
         if ok and shared is not None:
@@ -143,10 +155,11 @@ class Passwords:
         """A full verification that always fails: for logins that match no usable account."""
         if self._dummy is None:
             self._dummy = await self.hash(secrets.token_urlsafe(16))
-        try:
-            await asyncio.to_thread(self._hasher.verify, self._dummy, password or "-")
-        except (VerifyMismatchError, VerificationError, InvalidHashError):
-            pass
+        async with self._hashing:  # queued like a real one: the same time under load too
+            try:
+                await asyncio.to_thread(self._hasher.verify, self._dummy, password or "-")
+            except (VerifyMismatchError, VerificationError, InvalidHashError):
+                pass
 
     def forget_user(self, user_id: int) -> None:
         """Evict every cached credential of this user from this process (password changed,

@@ -76,8 +76,8 @@ class RedisHealth:
         self._next_try = time.monotonic() + self.retry_interval
         self.outage.failed(
             exc, "rate limits are counted per process, realtime events reach other "
-            "processes through PostgreSQL and Basic logins this process has not verified pay "
-            "a full password hash until it is back"
+            "processes through PostgreSQL and password logins new to this process cost a full "
+            "hash until it is back"
         )
 
     def answered(self) -> None:

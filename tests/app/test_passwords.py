@@ -266,3 +266,32 @@ async def test_app_processes_share_verified_credentials(
     # deactivated: refused on both, whatever the caches hold
     assert (await admin.api.delete(f"/api/users/{bob.id}")).status == 200
     assert (await new_on_second.get("/api/userinfo")).status == 401
+
+
+async def test_hashes_queued_while_redis_was_away_ask_it_again(
+    redis: Redis, prefix: str
+) -> None:
+    """A storm that arrives while Redis does not answer queues for the hash; once Redis
+    answers again, the queued verifications are answered from it instead of hashing."""
+    earlier, _, _ = process(redis, prefix)
+    stored = await earlier.hash("pw")
+    for user in range(6):
+        assert await earlier.verify(user, stored, "pw", epoch=0)
+    health = RedisHealth(retry_interval=0)
+    restarted, calls, cache = process(redis, prefix, health=health)
+    real_mget = redis.mget
+    failures = 1
+
+    async def mget(*args: Any, **kwargs: Any) -> Any:
+        nonlocal failures
+        if failures:  # the storm's first lookup: Redis does not answer
+            failures -= 1
+            raise ConnectionError("Redis away")
+        return await real_mget(*args, **kwargs)
+
+    cache._redis = SimpleNamespace(  # type: ignore[assignment]
+        mget=mget, pipeline=redis.pipeline)
+    results = await asyncio.gather(*(restarted.verify(u, stored, "pw", epoch=0)
+                                     for u in range(6)))
+    assert results == [True] * 6
+    assert calls.calls == 2  # the two that got a hashing slot at once; the rest asked Redis

@@ -129,15 +129,16 @@ class Passwords:
         self, key: bytes, user_id: int, stored: str, password: str
     ) -> bool:
         shared = self._shared
-        if shared is not None and await shared.known(key):
+        known = None if shared is None else await shared.known(key)
+        if known:
             if self._cache_seconds > 0:
                 self._remember(key, user_id)
             return True
         waited = self._hashing.locked()
         async with self._hashing:
-            # Queued behind other hashes (a storm while Redis did not answer): Redis may answer
-            # now; asking costs far less than the hash.
-            if waited and shared is not None and await shared.known(key):
+            # Queued behind other hashes while Redis did not answer (a storm that met a Redis
+            # timeout): it may answer now, and asking costs far less than the hash.
+            if waited and known is None and shared is not None and await shared.known(key):
                 if self._cache_seconds > 0:
                     self._remember(key, user_id)
                 return True

@@ -31,7 +31,7 @@ class CredentialsCache:
         self._prefix = f"{prefix}:cred:"
         self._health = health
         self.ttl_seconds = ttl_seconds
-        self._waiting: dict[str, asyncio.Future[bool]] = {}
+        self._waiting: dict[str, asyncio.Future[bool | None]] = {}
         self._flushing: asyncio.Task[None] | None = None
         self._writes: list[str] = []
         self._writing: asyncio.Task[None] | None = None
@@ -39,10 +39,11 @@ class CredentialsCache:
     def key(self, digest: bytes) -> str:
         return self._prefix + digest.hex()
 
-    async def known(self, digest: bytes) -> bool:
-        """Whether these credentials were verified by any process within the TTL."""
+    async def known(self, digest: bytes) -> bool | None:
+        """Whether these credentials were verified by any process within the TTL; None when
+        Redis did not answer (or is known to be away)."""
         if not self._health.available():
-            return False
+            return None
         key = self.key(digest)
         waiting = self._waiting.get(key)
         if waiting is None:
@@ -61,23 +62,24 @@ class CredentialsCache:
                 found = await self._mget(keys)
                 for key, future in batch.items():
                     if not future.done():
-                        future.set_result(key in found)
+                        future.set_result(None if found is None else key in found)
         finally:
             self._flushing = None
             # cancelled (shutdown): whoever still waits verifies the password itself
             for future in self._waiting.values():
                 if not future.done():
-                    future.set_result(False)
+                    future.set_result(None)
             self._waiting.clear()
 
-    async def _mget(self, keys: list[str]) -> set[str]:
+    async def _mget(self, keys: list[str]) -> set[str] | None:
+        """The keys Redis has; None when it did not answer."""
         if not self._health.available():
-            return set()
+            return None
         try:
             values = await self._redis.mget(keys)
         except REDIS_FAILURES as exc:
             self._health.failed(exc)
-            return set()
+            return None
         self._health.answered()
         return {k for k, v in zip(keys, values, strict=True) if v is not None}
 

@@ -70,8 +70,10 @@ class Passwords:
         # more at once only share the same cores and multiply the memory.
         self._hashing = asyncio.Semaphore(HASHES_AT_ONCE)
         self._dummy: str | None = None
-        # cache key -> the verification in progress for those credentials
-        self._verifying: dict[bytes, asyncio.Future[bool]] = {}
+        # cache key -> the callers waiting for the verification in progress of those
+        # credentials (each its own future: one that goes away cancels only its own)
+        self._verifying: dict[bytes, list[asyncio.Future[bool]]] = {}
+        self._running: set[asyncio.Task[None]] = set()
 
     async def hash(self, password: str) -> str:
         return await asyncio.to_thread(self._hasher.hash, password)
@@ -115,15 +117,35 @@ class Passwords:
         key = self.digest(user_id, epoch, stored, password)
         if self._cache_seconds > 0 and self._cached(key):
             return True
-        running = self._verifying.get(key)
-        if running is None:
-            running = asyncio.ensure_future(
-                self._verify_and_remember(key, user_id, stored, password)
-            )
-            self._verifying[key] = running
-            running.add_done_callback(lambda _: self._verifying.pop(key, None))
-        # shielded: a caller that goes away does not cancel the others' verification
-        return await asyncio.shield(running)
+        loop = asyncio.get_running_loop()
+        mine: asyncio.Future[bool] = loop.create_future()
+        waiting = self._verifying.get(key)
+        if waiting is None:
+            self._verifying[key] = [mine]
+            task = loop.create_task(self._verify_for_all(key, user_id, stored, password))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+        else:
+            waiting.append(mine)
+        return await mine
+
+    async def _verify_for_all(
+        self, key: bytes, user_id: int, stored: str, password: str
+    ) -> None:
+        try:
+            ok = await self._verify_and_remember(key, user_id, stored, password)
+        except asyncio.CancelledError:  # shutdown
+            for future in self._verifying.pop(key, []):
+                future.cancel()
+            raise
+        except Exception as exc:  # to every caller, none of whom this task belongs to
+            for future in self._verifying.pop(key, []):
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for future in self._verifying.pop(key, []):
+            if not future.done():
+                future.set_result(ok)
 
     async def _verify_and_remember(
         self, key: bytes, user_id: int, stored: str, password: str

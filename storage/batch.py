@@ -37,18 +37,22 @@ class Batcher(Generic[K, V]):
     ) -> None:
         self._load = load
         self._max_batch = max_batch
-        self._waiting: dict[K, asyncio.Future[V | None]] = {}
+        # each caller's own future (cheaper than a shared one shielded): one that goes away
+        # cancels only its own
+        self._waiting: dict[K, list[asyncio.Future[V | None]]] = {}
         self._running: asyncio.Task[None] | None = None
 
     async def get(self, key: K) -> V | None:
+        loop = asyncio.get_running_loop()
+        mine: asyncio.Future[V | None] = loop.create_future()
         waiting = self._waiting.get(key)
         if waiting is None:
-            loop = asyncio.get_running_loop()
-            waiting = self._waiting[key] = loop.create_future()
+            self._waiting[key] = [mine]
             if self._running is None:
                 self._running = loop.create_task(self._run())
-        # shielded: a caller that goes away does not cancel the others' answer
-        return await asyncio.shield(waiting)
+        else:
+            waiting.append(mine)
+        return await mine
 
     async def _run(self) -> None:
         try:
@@ -59,18 +63,21 @@ class Batcher(Generic[K, V]):
                 try:
                     found = await self._load(keys)
                 except Exception as exc:
-                    for future in batch.values():
-                        if not future.done():
-                            future.set_exception(exc)
-                            future.exception()  # retrieved: no "never retrieved" warning
+                    for futures in batch.values():
+                        for future in futures:
+                            if not future.done():
+                                future.set_exception(exc)
                     continue
-                for key, future in batch.items():
-                    if not future.done():
-                        future.set_result(found.get(key))
+                for key, futures in batch.items():
+                    value = found.get(key)
+                    for future in futures:
+                        if not future.done():
+                            future.set_result(value)
         finally:
             self._running = None
-            for future in self._waiting.values():  # cancelled (shutdown)
-                future.cancel()
+            for futures in self._waiting.values():  # cancelled (shutdown)
+                for future in futures:
+                    future.cancel()
             self._waiting.clear()
 
 

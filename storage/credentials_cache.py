@@ -31,7 +31,7 @@ class CredentialsCache:
         self._prefix = f"{prefix}:cred:"
         self._health = health
         self.ttl_seconds = ttl_seconds
-        self._waiting: dict[str, asyncio.Future[bool | None]] = {}
+        self._waiting: dict[str, list[asyncio.Future[bool | None]]] = {}  # each caller's
         self._flushing: asyncio.Task[None] | None = None
         self._writes: list[str] = []
         self._writing: asyncio.Task[None] | None = None
@@ -45,13 +45,12 @@ class CredentialsCache:
         if not self._health.available():
             return None
         key = self.key(digest)
-        waiting = self._waiting.get(key)
-        if waiting is None:
-            waiting = asyncio.get_running_loop().create_future()
-            self._waiting[key] = waiting
-            if self._flushing is None:
-                self._flushing = asyncio.get_running_loop().create_task(self._flush())
-        return await asyncio.shield(waiting)
+        loop = asyncio.get_running_loop()
+        mine: asyncio.Future[bool | None] = loop.create_future()
+        self._waiting.setdefault(key, []).append(mine)
+        if self._flushing is None:
+            self._flushing = loop.create_task(self._flush())
+        return await mine
 
     async def _flush(self) -> None:
         try:
@@ -60,15 +59,17 @@ class CredentialsCache:
                 keys = list(self._waiting)[:MAX_BATCH]
                 batch = {k: self._waiting.pop(k) for k in keys}
                 found = await self._mget(keys)
-                for key, future in batch.items():
-                    if not future.done():
-                        future.set_result(None if found is None else key in found)
+                for key, futures in batch.items():
+                    for future in futures:
+                        if not future.done():
+                            future.set_result(None if found is None else key in found)
         finally:
             self._flushing = None
             # cancelled (shutdown): whoever still waits verifies the password itself
-            for future in self._waiting.values():
-                if not future.done():
-                    future.set_result(None)
+            for futures in self._waiting.values():
+                for future in futures:
+                    if not future.done():
+                        future.set_result(None)
             self._waiting.clear()
 
     async def _mget(self, keys: list[str]) -> set[str] | None:

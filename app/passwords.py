@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import os
 import secrets
 import time
 from collections import OrderedDict
@@ -40,7 +41,10 @@ from app.config import Argon2Settings
 from storage.credentials_cache import CredentialsCache
 
 CACHE_KEY_LABEL = b"commons verified-credentials cache v1"
-HASHES_AT_ONCE = 2
+# Full verifications at once per process: as many as the default executor has threads (more
+# would only queue there, where they could not ask Redis again); fewer serialized a cold storm
+# behind the threads' wake-up latency.
+HASHES_AT_ONCE = min(32, (os.cpu_count() or 1) + 4)
 
 
 def cache_key_from(secret: bytes) -> bytes:
@@ -66,8 +70,7 @@ class Passwords:
         # a server secret (the CLI, tests) a per-process one: nothing is shared.
         self._key = key if key is not None else secrets.token_bytes(32)
         self._shared: CredentialsCache | None = None
-        # Full verifications running at once: each uses `parallelism` threads and `memory_kib`;
-        # more at once only share the same cores and multiply the memory.
+        # full verifications running at once (each uses `parallelism` threads, `memory_kib`)
         self._hashing = asyncio.Semaphore(HASHES_AT_ONCE)
         self._dummy: str | None = None
         # cache key -> the callers waiting for the verification in progress of those

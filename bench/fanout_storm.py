@@ -38,6 +38,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -143,6 +144,21 @@ def start_commons(dsn: str, redis_url: str, prefix: str, work: Path, workers: in
         process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=out,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     return Servers([process], port, log)
+
+
+@contextlib.asynccontextmanager
+async def commons_running(dsn: str, redis_url: str, prefix: str, work: Path, workers: int,
+                          *, production: bool) -> AsyncIterator[Servers]:
+    """`start_commons`, up and answering; stopped after, with its warnings printed."""
+    commons = start_commons(dsn, redis_url, prefix, work, workers, production)
+    try:
+        await wait_until_up(commons, "/api/userinfo",
+                            {"Host": DOMAIN, "Authorization": basic(ADMIN_EMAIL)})
+        yield commons
+    finally:
+        commons.stop()
+        if commons.errors():
+            print(commons.errors(), flush=True)
 
 
 def start_floor(redis_url: str, prefix: str, work: Path, workers: int, replay: int,
@@ -354,10 +370,8 @@ async def run(args: argparse.Namespace) -> int:
                 finally:
                     floor.stop()
 
-                commons = start_commons(dsn, redis_url, prefix, work, args.workers, False)
-                try:
-                    await wait_until_up(commons, "/api/userinfo",
-                                        {"Host": DOMAIN, "Authorization": basic(ADMIN_EMAIL)})
+                async with commons_running(dsn, redis_url, prefix, work, args.workers,
+                                           production=False) as commons:
                     print("commons (cheapest Argon2id cost)", flush=True)
                     with profiling(commons, args.profile, "first"):
                         first = await run_storm(
@@ -374,16 +388,10 @@ async def run(args: argparse.Namespace) -> int:
                         results["reconnect"] = await run_storm(
                             "reconnect", clients, commons,
                             commons_targets(commons.port, emails, None), 0, args.concurrency)
-                finally:
-                    commons.stop()
-                    if commons.errors():
-                        print(commons.errors(), flush=True)
 
                 cold = await production_hashes(dsn, redis_url, prefix)
-                commons = start_commons(dsn, redis_url, prefix, work, args.workers, True)
-                try:
-                    await wait_until_up(commons, "/api/userinfo",
-                                        {"Host": DOMAIN, "Authorization": basic(ADMIN_EMAIL)})
+                async with commons_running(dsn, redis_url, prefix, work, args.workers,
+                                           production=True) as commons:
                     print("commons after a restart, PRODUCTION Argon2id cost; one cold verify "
                           f"{cold[0] * 1000:.0f} ms ({cold[1] * 1000:.0f} ms CPU): "
                           f"{sockets:,} of them would be {sockets * cold[1]:,.0f} CPU-seconds",
@@ -392,10 +400,6 @@ async def run(args: argparse.Namespace) -> int:
                         results["restart"] = await run_storm(
                             "restart: Basic reconnect", clients, commons,
                             commons_targets(commons.port, emails, None), 0, args.concurrency)
-                finally:
-                    commons.stop()
-                    if commons.errors():
-                        print(commons.errors(), flush=True)
     finally:
         await clients.close()
 

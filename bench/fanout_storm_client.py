@@ -17,80 +17,31 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from fanout_client import Target, masked_frame
+from fanout_client import Stats, Subscriber, Target
 
 WELCOME = b'"type":"welcome"'
 LAST_EVENT_ID = re.compile(rb'"last_event_id":"?(\d+)')
 
 
-class Socket(asyncio.Protocol):
-    __slots__ = ("buf", "expect", "frames", "ready", "request", "transport", "upgraded",
-                 "welcome_id", "welcomed")
+class Socket(Subscriber):
+    """fanout_client's subscriber (its handshake and frame parsing), ready once it has the
+    welcome and `expect` more text frames."""
 
-    def __init__(self, target: Target, expect: int, ready: asyncio.Future[float]) -> None:
-        self.request = target.request()
+    __slots__ = ("expect", "frames", "ready_at", "welcome_id", "welcomed")
+
+    def __init__(
+        self, target: Target, stats: Stats, expect: int, ready: asyncio.Future[None]
+    ) -> None:
+        super().__init__(target, stats, ready)
         self.expect = expect
-        self.ready = ready
-        self.buf = bytearray()
-        self.upgraded = False
         self.welcomed = False
         self.frames = 0
         self.welcome_id = 0
-        self.transport: asyncio.Transport | None = None
+        self.ready_at = 0.0
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        transport.write(self.request)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.ready.done():
-            self.ready.set_exception(ConnectionError(f"closed before ready: {exc}"))
-
-    def data_received(self, data: bytes) -> None:
-        buf = self.buf
-        buf += data
-        if not self.upgraded:
-            end = buf.find(b"\r\n\r\n")
-            if end < 0:
-                return
-            status = bytes(buf[: buf.find(b"\r\n")])
-            if b" 101 " not in status:
-                if not self.ready.done():
-                    self.ready.set_exception(ConnectionError(status.decode(errors="replace")))
-                assert self.transport is not None
-                self.transport.close()
-                return
-            del buf[: end + 4]
-            self.upgraded = True
-        pos, size = 0, len(buf)
-        while size - pos >= 2:
-            b0, b1 = buf[pos], buf[pos + 1]
-            length, header = b1 & 0x7F, 2
-            if length == 126:
-                if size - pos < 4:
-                    break
-                length, header = int.from_bytes(buf[pos + 2: pos + 4], "big"), 4
-            elif length == 127:
-                if size - pos < 10:
-                    break
-                length, header = int.from_bytes(buf[pos + 2: pos + 10], "big"), 10
-            start, end = pos + header, pos + header + length
-            if end > size:
-                break
-            opcode = b0 & 0x0F
-            if opcode == 1:
-                self.text(bytes(buf[start:end]))
-            elif opcode == 9 and self.transport is not None:  # ping
-                self.transport.write(masked_frame(10, bytes(buf[start:end])))
-            elif opcode == 8 and self.transport is not None:
-                self.transport.close()
-            pos = end
-        if pos:
-            del buf[:pos]
-
-    def text(self, payload: bytes) -> None:
+    def text(self, buf: bytearray, start: int, end: int, now: int) -> None:
         if not self.welcomed:
+            payload = bytes(buf[start:end])
             if WELCOME in payload:
                 self.welcomed = True
                 found = LAST_EVENT_ID.search(payload)
@@ -98,7 +49,8 @@ class Socket(asyncio.Protocol):
         else:
             self.frames += 1
         if self.welcomed and self.frames >= self.expect and not self.ready.done():
-            self.ready.set_result(time.monotonic())
+            self.ready_at = time.monotonic()
+            self.ready.set_result(None)
 
 
 async def storm(
@@ -107,6 +59,7 @@ async def storm(
 ) -> tuple[int, list[str], float, int]:
     loop = asyncio.get_running_loop()
     gate = asyncio.Semaphore(concurrency)
+    stats = Stats()  # what Subscriber counts; unused here
     errors: list[str] = []
     ready_at: list[float] = []
     await asyncio.sleep(max(0.0, start_at - time.monotonic()))
@@ -114,14 +67,15 @@ async def storm(
     async def one(target: Target) -> None:
         async with gate:
             for attempt in range(3):
-                ready: asyncio.Future[float] = loop.create_future()
+                ready: asyncio.Future[None] = loop.create_future()
                 try:
                     _, protocol = await loop.create_connection(
-                        lambda ready=ready: Socket(target, expect, ready),  # type: ignore[misc]
+                        lambda ready=ready: Socket(target, stats, expect, ready),  # type: ignore[misc]
                         target.host, target.port,
                     )
                     sockets.append(protocol)
-                    ready_at.append(await asyncio.wait_for(ready, 60))
+                    await asyncio.wait_for(ready, 60)
+                    ready_at.append(protocol.ready_at)
                     return
                 except (OSError, TimeoutError) as exc:
                     if attempt == 2:

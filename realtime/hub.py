@@ -58,7 +58,6 @@ from realtime.events import (
 )
 from storage import events as store
 from storage.availability import DatabaseUnavailable
-from storage.batch import Batcher
 from storage.redis import DEFAULT_TIMEOUT, REDIS_FAILURES, RedisHealth, redis_client
 
 log = logging.getLogger(__name__)
@@ -163,9 +162,10 @@ class Hub:
         self._maintenance: asyncio.Task[None] | None = None
         self._closed = False
         # (community, since, position) -> one read shared by the sockets resuming from there
-        self._replays: Batcher[tuple[int, int, int], SharedReplay] = Batcher(self._read_replays)
-        # and kept a little: what lies at or below a position never changes (ids are gap-free
-        # and in commit order), so later sockets of the same storm read nothing
+        # (community, since, position) -> the sockets waiting for its read in progress; then
+        # the read, kept a little: what lies at or below a position never changes (ids are
+        # gap-free and in commit order), so later sockets of the same storm read nothing
+        self._replaying: dict[tuple[int, int, int], list[asyncio.Future[SharedReplay]]] = {}
         self._replayed: dict[tuple[int, int, int], tuple[float, SharedReplay]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -242,35 +242,52 @@ class Hub:
         return True, events, shared.frames
 
     async def _shared_replay(self, key: tuple[int, int, int]) -> SharedReplay:
-        now = asyncio.get_running_loop().time()
+        """The read for (community, since, position): kept, in progress (joined: what lies at
+        or below a position never changes, so a read begun earlier is as good), or started."""
+        loop = asyncio.get_running_loop()
         kept = self._replayed.get(key)
-        if kept is not None and kept[0] > now:
+        if kept is not None and kept[0] > loop.time():
             return kept[1]
-        shared = await self._replays.get(key)
-        assert shared is not None
+        mine: asyncio.Future[SharedReplay] = loop.create_future()
+        waiting = self._replaying.get(key)
+        if waiting is None:
+            self._replaying[key] = [mine]
+            self._spawn(self._read_replay(key))
+        else:
+            waiting.append(mine)
+        return await mine
+
+    async def _read_replay(self, key: tuple[int, int, int]) -> None:
+        community_id, since, position = key
+        try:
+            async with self._pool.acquire() as conn:
+                oldest = await store.oldest_event_id(conn, community_id)
+                events = await store.events_since(
+                    conn, community_id, None, since, SHARED_REPLAY_EVENTS + 1, up_to=position
+                )
+        except asyncio.CancelledError:
+            for future in self._replaying.pop(key, []):
+                future.cancel()
+            raise
+        except Exception as exc:  # to each socket waiting (a 1011 close, as before)
+            for future in self._replaying.pop(key, []):
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        complete = len(events) <= SHARED_REPLAY_EVENTS
+        shared = SharedReplay(
+            oldest, events if complete else [],
+            {e.id: encode_frame(e) for e in events} if complete else {}, complete,
+        )
+        now = asyncio.get_running_loop().time()
         if len(self._replayed) >= SHARED_REPLAYS_KEPT:
             self._replayed = {k: v for k, v in self._replayed.items() if v[0] > now}
             while len(self._replayed) >= SHARED_REPLAYS_KEPT:
                 del self._replayed[next(iter(self._replayed))]
         self._replayed[key] = (now + SHARED_REPLAY_SECONDS, shared)
-        return shared
-
-    async def _read_replays(
-        self, keys: list[tuple[int, int, int]]
-    ) -> dict[tuple[int, int, int], SharedReplay]:
-        found: dict[tuple[int, int, int], SharedReplay] = {}
-        async with self._pool.acquire() as conn:
-            for community_id, since, position in keys:
-                oldest = await store.oldest_event_id(conn, community_id)
-                events = await store.events_since(
-                    conn, community_id, None, since, SHARED_REPLAY_EVENTS + 1, up_to=position
-                )
-                complete = len(events) <= SHARED_REPLAY_EVENTS
-                found[(community_id, since, position)] = SharedReplay(
-                    oldest, events if complete else [],
-                    {e.id: encode_frame(e) for e in events} if complete else {}, complete,
-                )
-        return found
+        for future in self._replaying.pop(key, []):
+            if not future.done():
+                future.set_result(shared)
 
     # -- subscribers -----------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import hashlib
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any, Literal
 
@@ -24,7 +24,7 @@ from app.resources import PASSWORDS
 from storage.credentials_cache import CredentialsCache
 from storage.redis import RedisHealth, redis_client
 from tests.conftest import TEST_ARGON2
-from tests.servers import RedisProcess, start_redis_on_free_port
+from tests.servers import RedisProcess
 from tests.support import PASSWORD, Api, World
 
 
@@ -86,12 +86,6 @@ async def test_a_waiter_that_goes_away_does_not_cancel_the_others() -> None:
 SECRET = cache_key_from(b"server secret")
 TTL = 3600
 
-
-@pytest.fixture
-def private_redis() -> Iterator[RedisProcess]:
-    server = start_redis_on_free_port()
-    yield server
-    server.close()
 
 
 @pytest.fixture

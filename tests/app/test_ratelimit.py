@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
-import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
@@ -19,15 +17,8 @@ from app.passwords import Passwords
 from app.ratelimit import RedisRateLimiter
 from app.resources import POOL
 from storage.redis import RedisHealth
-from tests.servers import RedisProcess, start_redis_on_free_port
+from tests.servers import RedisProcess
 from tests.support import World
-
-
-@pytest.fixture
-def private_redis() -> Iterator[RedisProcess]:
-    server = start_redis_on_free_port()
-    yield server
-    server.close()
 
 
 async def test_limits_are_shared_in_redis_and_kept_locally_while_it_is_down(

@@ -21,7 +21,7 @@ from aiohttp_session.cookie_storage import EncryptedCookieStorage
 from app.context import COMMUNITY, Viewer
 from app.errors import Forbidden, RateLimited, Unauthorized
 from app.proxy import client_address, is_https
-from app.resources import LIMITER, PASSWORDS, POOL, SETTINGS
+from app.resources import LIMITER, LOOKUPS, PASSWORDS, POOL, SETTINGS
 from storage import users
 from storage.communities import Community
 
@@ -78,7 +78,8 @@ async def check_password(
     app = request.app
     limiter = app[LIMITER]
     limit = app[SETTINGS].rate_limit_failed_logins
-    row = await users.by_login(app[POOL], community.id, login) if login else None
+    # batched: the logins of many clients connecting at once are read in one query
+    row = await app[LOOKUPS].user_by_login(community.id, login) if login else None
     who = f"u{row['id']}" if row is not None else f"l:{login.lower()}"
     key = f"login:{client_address(request)}:{community.id}:{who}"
     retry = await limiter.peek(key, limit)
@@ -89,7 +90,9 @@ async def check_password(
         await app[PASSWORDS].verify_nothing(password)
         ok = False
     else:
-        ok = await app[PASSWORDS].verify(row["id"], row["password_hash"], password)
+        ok = await app[PASSWORDS].verify(
+            row["id"], row["password_hash"], password, epoch=row["session_epoch"]
+        )
     if not ok or row is None:
         await limiter.hit(key, limit)
         raise Unauthorized("Invalid login or password")
@@ -107,8 +110,8 @@ async def confirm_password(request: web.Request, user_id: int, password: str) ->
     retry = await limiter.peek(key, limit)
     if retry is not None:
         raise RateLimited(retry, "Too many failed logins; try again later")
-    stored = await users.password_hash_of(app[POOL], user_id)
-    if not await app[PASSWORDS].verify(user_id, stored, password):
+    stored, epoch = await users.credentials_of(app[POOL], user_id)
+    if not await app[PASSWORDS].verify(user_id, stored, password, epoch=epoch):
         await limiter.hit(key, limit)
         raise Forbidden("Current password is wrong",
                         fields={"user[current_password]": ["is wrong"]})
@@ -135,7 +138,9 @@ async def check_password_everywhere(
             raise RateLimited(retry, "Too many failed logins; try again later")
     matched = [
         row for row in rows
-        if await app[PASSWORDS].verify(row["id"], row["password_hash"], password)
+        if await app[PASSWORDS].verify(
+            row["id"], row["password_hash"], password, epoch=row["session_epoch"]
+        )
     ]
     if not rows:
         await app[PASSWORDS].verify_nothing(password)

@@ -146,7 +146,9 @@ async def _serve(
         loop.add_signal_handler(signum, stop.set)  # a second signal changes nothing
     await runner.setup()
     try:
-        await web.TCPSite(runner, host, port, reuse_port=reuse_port).start()
+        await web.TCPSite(
+            runner, host, port, reuse_port=reuse_port, backlog=server.LISTEN_BACKLOG
+        ).start()
         if announce:
             print(announce, flush=True)
         await stop.wait()

@@ -100,6 +100,8 @@ class Settings:
     rate_limit_webhooks: int = 60
     max_upload_bytes: int = 100 * 1024 * 1024
     credentials_cache_seconds: int = 300
+    # the verified-credentials cache in Redis, shared by every process (0: off)
+    credentials_shared_cache_seconds: int = 86_400
     realtime_queue_frames: int = 1024
     realtime_heartbeat_seconds: float = 30.0
     # bytes queued for one websocket (in the process and in its socket's send buffer) before
@@ -171,6 +173,9 @@ class Settings:
             rate_limit_webhooks=_int(env, "COMMONS_RATE_LIMIT_WEBHOOKS", 60),
             max_upload_bytes=_int(env, "COMMONS_MAX_UPLOAD_MB", 100) * 1024 * 1024,
             credentials_cache_seconds=_int(env, "COMMONS_CREDENTIALS_CACHE_SECONDS", 300),
+            credentials_shared_cache_seconds=_int(
+                env, "COMMONS_CREDENTIALS_SHARED_CACHE_SECONDS", 86_400
+            ),
             realtime_queue_frames=_int(env, "COMMONS_REALTIME_QUEUE_FRAMES", 1024),
             realtime_heartbeat_seconds=float(_int(env, "COMMONS_REALTIME_HEARTBEAT_SECONDS", 30)),
             realtime_queue_bytes=_int(env, "COMMONS_REALTIME_QUEUE_BYTES", 1024 * 1024),

@@ -22,7 +22,7 @@ from app.config import Settings
 from app.middleware import auth_middleware, errors_middleware
 from app.observe import make_observe_middleware
 from app.openapi import document as openapi_document
-from app.passwords import Passwords
+from app.passwords import Passwords, cache_key_from
 from app.presence import MemoryPresence, RedisPresence
 from app.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from app.resources import (
@@ -30,6 +30,7 @@ from app.resources import (
     COMMUNITIES,
     HUB,
     LIMITER,
+    LOOKUPS,
     OPENAPI,
     PASSWORDS,
     POOL,
@@ -44,7 +45,9 @@ from app.uploads import uploads_middleware
 from app.views.ops import DRAINING, add_ops_routes
 from app.xml_format import negotiation_middleware
 from realtime.hub import Hub, HubSettings, LocalHub, RedisHub
+from storage.batch import Lookups
 from storage.blobs import open_blob_store
+from storage.credentials_cache import CredentialsCache
 from storage.db import QueryObserver, create_pool
 from storage.redis import RedisHealth, redis_client
 
@@ -105,9 +108,10 @@ def create_app(
 ) -> web.Application:
     if not settings.database_url:
         raise ValueError("create_app needs settings.database_url (serve resolves it)")
+    secret = session_secret(settings)
     # Secure whenever the client is on https (app/authentication.py)
     storage = SessionCookieStorage(
-        session_secret(settings), cookie_name="commons_session", httponly=True, samesite="Lax",
+        secret, cookie_name="commons_session", httponly=True, samesite="Lax",
         max_age=14 * 24 * 3600,
     )
     observe = make_observe_middleware(
@@ -125,7 +129,10 @@ def create_app(
     )
     app[SETTINGS] = settings
     app[DRAINING] = asyncio.Event()
-    app[PASSWORDS] = Passwords(settings.argon2, settings.credentials_cache_seconds)
+    passwords = Passwords(
+        settings.argon2, settings.credentials_cache_seconds, key=cache_key_from(secret)
+    )
+    app[PASSWORDS] = passwords
     # one view of Redis's health for the rate limits and the realtime publisher
     app[REDIS_HEALTH] = RedisHealth()
 
@@ -137,6 +144,7 @@ def create_app(
             acquire_timeout=settings.db_acquire_timeout_seconds, on_connect=_count_connection,
         )
         app[POOL] = pool
+        app[LOOKUPS] = Lookups(pool)
         app[COMMUNITIES] = CommunityResolver(pool)
         gauges = asyncio.get_running_loop().create_task(_pool_gauges(pool, settings.db_pool_size))
         yield
@@ -153,12 +161,18 @@ def create_app(
             app[REDIS] = client
             limiter = RedisRateLimiter(client, settings.redis_prefix, app[REDIS_HEALTH])
             app[PRESENCE] = RedisPresence(client, settings.redis_prefix, app[REDIS_HEALTH])
+            if settings.credentials_shared_cache_seconds > 0:
+                passwords.share(CredentialsCache(
+                    client, settings.redis_prefix, app[REDIS_HEALTH],
+                    settings.credentials_shared_cache_seconds,
+                ))
         else:
             limiter = MemoryRateLimiter()
             app[PRESENCE] = MemoryPresence()
         app[LIMITER] = limiter
         yield
         if client is not None:
+            passwords.share(None)
             await client.aclose()
 
     async def hub(app: web.Application) -> AsyncIterator[None]:

@@ -11,6 +11,7 @@ user reads as online until the mark ages out.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from typing import Protocol
@@ -45,11 +46,16 @@ class MemoryPresence:
 
 
 class RedisPresence:
+    """Marks made in the same turn of the event loop (a reconnect storm: thousands of sockets
+    starting at once) go to Redis in one pipeline."""
+
     def __init__(self, redis: Redis, prefix: str, health: RedisHealth | None = None) -> None:
         self._redis = redis
         self._prefix = prefix
         self._fallback = MemoryPresence()
         self._health = health or RedisHealth()
+        self._marks: dict[tuple[int, int], None] = {}  # waiting for the next pipeline
+        self._writing: asyncio.Task[None] | None = None
 
     def _key(self, community_id: int) -> str:
         return f"{self._prefix}:presence:{community_id}"
@@ -58,14 +64,26 @@ class RedisPresence:
         await self._fallback.seen(community_id, user_id)
         if not self._health.available():
             return
+        self._marks[(community_id, user_id)] = None
+        if self._writing is None:
+            self._writing = asyncio.get_running_loop().create_task(self._write())
+        await asyncio.shield(self._writing)
+
+    async def _write(self) -> None:
+        await asyncio.sleep(0)  # every mark of this turn joins
+        marks, self._marks, self._writing = self._marks, {}, None
         now = time.time()
-        key = self._key(community_id)
+        seen: dict[int, dict[str, float]] = {}
+        for community_id, user_id in marks:
+            seen.setdefault(community_id, {})[str(user_id)] = now
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.zadd(key, {str(user_id): now})
-                # keep the set to who was seen lately
-                pipe.zremrangebyscore(key, "-inf", now - PRESENCE_SECONDS)
-                pipe.expire(key, PRESENCE_SECONDS * 2)
+                for community_id, users in seen.items():
+                    key = self._key(community_id)
+                    pipe.zadd(key, users)
+                    # keep the set to who was seen lately
+                    pipe.zremrangebyscore(key, "-inf", now - PRESENCE_SECONDS)
+                    pipe.expire(key, PRESENCE_SECONDS * 2)
                 await pipe.execute()
         except REDIS_FAILURES as exc:
             self._health.failed(exc)

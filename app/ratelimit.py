@@ -11,6 +11,7 @@ short timeout, and only once per retry interval (storage.redis.RedisHealth).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Protocol
 
@@ -19,6 +20,11 @@ from redis.asyncio import Redis
 from storage.redis import REDIS_FAILURES, RedisHealth
 
 WINDOW = 60
+MAX_PIPELINE = 1000  # commands of one batch, at most
+
+
+class RedisUnavailable(Exception):
+    """Redis did not answer a batch (RedisHealth has been told)."""
 
 
 class RateLimiter(Protocol):
@@ -34,42 +40,85 @@ def _window(window: int) -> tuple[int, int]:
 
 
 class RedisRateLimiter:
+    """Counts and reads made in the same turn of the event loop (a reconnect storm: thousands
+    of requests at once) go to Redis in one pipeline instead of one round trip each."""
+
     def __init__(self, redis: Redis, prefix: str, health: RedisHealth | None = None) -> None:
         self._redis = redis
         self._prefix = prefix
         self._fallback = MemoryRateLimiter()
         self._health = health or RedisHealth()
+        # (rkey, window: a hit; None: a peek, its answer)
+        self._pending: list[tuple[str, int | None, asyncio.Future[int | None]]] = []
+        self._sending: asyncio.Task[None] | None = None
 
     def _key(self, key: str, window: int) -> tuple[str, int]:
         start, remaining = _window(window)
         return f"{self._prefix}:rl:{key}:{start}", remaining
+
+    async def _ask(self, rkey: str, window: int | None) -> int | None:
+        """The count after the hit (window given) or the count read (None); raises
+        RedisUnavailable when Redis could not answer."""
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[int | None] = loop.create_future()
+        self._pending.append((rkey, window, answer))
+        if self._sending is None:
+            self._sending = loop.create_task(self._send())
+        return await answer
+
+    async def _send(self) -> None:
+        try:
+            await asyncio.sleep(0)  # every call of this turn joins
+            while self._pending:
+                batch, self._pending = self._pending[:MAX_PIPELINE], self._pending[MAX_PIPELINE:]
+                try:
+                    async with self._redis.pipeline(transaction=False) as pipe:
+                        for rkey, window, _ in batch:
+                            if window is None:
+                                pipe.get(rkey)
+                            else:
+                                pipe.incr(rkey)
+                                pipe.expire(rkey, window + 1, nx=True)
+                        replies = iter(await pipe.execute())
+                except REDIS_FAILURES as exc:
+                    self._health.failed(exc)
+                    for _, _, answer in batch:
+                        if not answer.done():
+                            answer.set_exception(RedisUnavailable())
+                            answer.exception()  # retrieved even if its caller went away
+                    continue
+                self._health.answered()
+                for _, window, answer in batch:
+                    value = next(replies)
+                    if window is not None:
+                        next(replies)  # EXPIRE's
+                    if not answer.done():
+                        answer.set_result(None if value is None else int(value))
+        finally:
+            self._sending = None
+            for _, _, answer in self._pending:  # cancelled (shutdown)
+                answer.cancel()
+            self._pending = []
 
     async def hit(self, key: str, limit: int, window: int = WINDOW) -> int | None:
         if not self._health.available():
             return await self._fallback.hit(key, limit, window)
         rkey, remaining = self._key(key, window)
         try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.incr(rkey)
-                pipe.expire(rkey, window + 1, nx=True)
-                count, _ = await pipe.execute()
-        except REDIS_FAILURES as exc:
-            self._health.failed(exc)
+            count = await self._ask(rkey, window)
+        except RedisUnavailable:
             return await self._fallback.hit(key, limit, window)
-        self._health.answered()
-        return remaining if int(count) > limit else None
+        return remaining if count is not None and count > limit else None
 
     async def peek(self, key: str, limit: int, window: int = WINDOW) -> int | None:
         if not self._health.available():
             return await self._fallback.peek(key, limit, window)
         rkey, remaining = self._key(key, window)
         try:
-            count = await self._redis.get(rkey)
-        except REDIS_FAILURES as exc:
-            self._health.failed(exc)
+            count = await self._ask(rkey, None)
+        except RedisUnavailable:
             return await self._fallback.peek(key, limit, window)
-        self._health.answered()
-        return remaining if count is not None and int(count) >= limit else None
+        return remaining if count is not None and count >= limit else None
 
 
 class MemoryRateLimiter:

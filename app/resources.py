@@ -14,6 +14,7 @@ from app.presence import Presence
 from app.ratelimit import RateLimiter
 from app.tenancy import CommunityResolver
 from realtime.hub import Hub
+from storage.batch import Lookups
 from storage.blobs import BlobStore
 from storage.redis import RedisHealth
 
@@ -25,6 +26,8 @@ PASSWORDS = web.AppKey("passwords", Passwords)
 LIMITER = web.AppKey("limiter", RateLimiter)
 COMMUNITIES = web.AppKey("communities", CommunityResolver)
 HUB = web.AppKey("hub", Hub)
+# batched lookups of many concurrent requests (a reconnect storm): storage/batch.py
+LOOKUPS = web.AppKey("lookups", Lookups)
 # a Protocol too (app.presence): who has a live realtime connection
 PRESENCE: web.AppKey[Presence] = web.AppKey("presence")
 # a Protocol: annotated, since AppKey(name, t) wants a concrete class
@@ -35,6 +38,10 @@ OPENAPI = web.AppKey("openapi", dict)
 
 def pool_of(request: web.Request) -> asyncpg.Pool:
     return request.app[POOL]
+
+
+def lookups_of(request: web.Request) -> Lookups:
+    return request.app[LOOKUPS]
 
 
 def hub_of(request: web.Request) -> Hub:

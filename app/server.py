@@ -36,6 +36,10 @@ from app.config import Settings
 log = logging.getLogger("commons.http")
 
 RETRY_AFTER_SECONDS = 1
+# The listen queue (capped by the kernel's net.core.somaxconn). aiohttp's default, 128, lets a
+# reconnect storm overflow it: every connection the kernel drops costs its client a 1 s (then
+# 3 s, 7 s) SYN retransmit, which is most of a storm's time (bench/fanout_storm.py).
+LISTEN_BACKLOG = 4096
 
 
 def _error_body(status: int, request_id: str) -> tuple[bytes, dict[str, str]]:
@@ -192,7 +196,9 @@ def run(
 
     async def start() -> None:
         await runner.setup()
-        await web.TCPSite(runner, host, port, reuse_port=reuse_port).start()
+        await web.TCPSite(
+            runner, host, port, reuse_port=reuse_port, backlog=LISTEN_BACKLOG
+        ).start()
 
     try:
         loop.run_until_complete(start())

@@ -6,7 +6,9 @@
 floor: the least a websocket fan-out over Redis can do with aiohttp: GET /ws registers the
 socket (and sends a welcome frame so the client knows it is registered); one Redis
 subscription per process; every published payload is written, as is, to every local socket;
-POST /publish publishes the request body. No auth, no database, no ordering, no resume.
+POST /publish publishes the request body. No auth, no database, no ordering, no resume: with
+`?since=` it sends `--replay` frames of `--replay-bytes` after the welcome, the bytes a Commons
+replay would send (bench/fanout_storm.py). `--reuse-port`: several processes on one port.
 
 socketio: python-socketio's AsyncServer on aiohttp with its AsyncRedisManager (how it is
 documented for several processes): every client joins the room "bench" on connect, and
@@ -29,8 +31,12 @@ from redis.asyncio import Redis
 WELCOME = b'{"type":"welcome"}'
 
 
-def floor_app(redis_url: str, channel: str) -> web.Application:
+def floor_app(
+    redis_url: str, channel: str, replay: int = 0, replay_bytes: int = 300
+) -> web.Application:
     app = web.Application()
+    replay_frame = b'{"type":"event","data":"' + b"x" * max(0, replay_bytes - 28) + b'"}'
+
     sockets: set[web.WebSocketResponse] = set()
     publisher: dict[str, Redis] = {}
 
@@ -40,6 +46,9 @@ def floor_app(redis_url: str, channel: str) -> web.Application:
         sockets.add(ws)
         try:
             await ws.send_frame(WELCOME, WSMsgType.TEXT)
+            if "since" in request.query:
+                for _ in range(replay):
+                    await ws.send_frame(replay_frame, WSMsgType.TEXT)
             async for _ in ws:
                 pass
         finally:
@@ -106,11 +115,16 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--redis", required=True)
     parser.add_argument("--channel", required=True)
+    parser.add_argument("--reuse-port", action="store_true")
+    parser.add_argument("--replay", type=int, default=0)
+    parser.add_argument("--replay-bytes", type=int, default=300)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    make = floor_app if args.kind == "floor" else socketio_app
-    web.run_app(make(args.redis, args.channel), host="127.0.0.1", port=args.port,
-                access_log=None, print=None)
+    app = (floor_app(args.redis, args.channel, args.replay, args.replay_bytes)
+           if args.kind == "floor" else socketio_app(args.redis, args.channel))
+    # the listen queue Commons has (app/server.py LISTEN_BACKLOG)
+    web.run_app(app, host="127.0.0.1", port=args.port, access_log=None, print=None,
+                reuse_port=args.reuse_port, backlog=4096)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,15 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from app import metrics
-from realtime.events import CONTROL_EVENT, EncodedEvent, Event, encode, from_wire, to_wire
+from realtime.events import (
+    CONTROL_EVENT,
+    EncodedEvent,
+    Event,
+    encode,
+    encode_frame,
+    from_wire,
+    to_wire,
+)
 from storage import events as store
 from storage.availability import DatabaseUnavailable
 from storage.redis import DEFAULT_TIMEOUT, REDIS_FAILURES, RedisHealth, redis_client
@@ -127,6 +135,22 @@ class _Stream:
         self.idle_since: float | None = None
 
 
+# A shared replay reads every channel of the community: at most this many events, else each
+# socket reads its own channels' (bench/fanout_storm.py).
+SHARED_REPLAY_EVENTS = 5000
+# kept for later sockets of the same storm: at most this many reads, this long
+SHARED_REPLAYS_KEPT = 16
+SHARED_REPLAY_SECONDS = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class SharedReplay:
+    oldest: int | None  # the smallest id still stored
+    events: list[Event]  # every channel's, since < id <= position (when complete)
+    frames: dict[int, bytes]  # encode_frame of each, by id
+    complete: bool
+
+
 class Hub:
     """Shared logic of both hubs; `LocalHub` is this with no transport between processes."""
 
@@ -137,6 +161,12 @@ class Hub:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._maintenance: asyncio.Task[None] | None = None
         self._closed = False
+        # (community, since, position) -> one read shared by the sockets resuming from there
+        # (community, since, position) -> the sockets waiting for its read in progress; then
+        # the read, kept a little: what lies at or below a position never changes (ids are
+        # gap-free and in commit order), so later sockets of the same storm read nothing
+        self._replaying: dict[tuple[int, int, int], list[asyncio.Future[SharedReplay]]] = {}
+        self._replayed: dict[tuple[int, int, int], tuple[float, SharedReplay]] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -184,6 +214,81 @@ class Hub:
     async def _flush_remote(self) -> None:
         """Send what could not be published earlier (maintenance tick)."""
         return None
+
+    # -- resuming --------------------------------------------------------------------------
+
+    async def replay(
+        self, community_id: int, channels: set[str], since: int, position: int, limit: int
+    ) -> tuple[bool, list[Event], dict[int, bytes]]:
+        """(resumable, the events with since < id <= position on `channels`, frames of some
+        of them by id). Sockets resuming from the same `since` at the same position (a
+        reconnect storm) share one read of the community's events, and their encoding; each
+        keeps its channels' events. Not resumable: pruned, ahead of the database, or more
+        than `limit` events."""
+        if since > position:  # ahead of this process: fine unless ahead of the database
+            async with self._pool.acquire() as conn:
+                return since <= await store.last_event_id(conn, community_id), [], {}
+        shared = await self._shared_replay((community_id, since, position))
+        if shared.oldest is None or shared.oldest > since + 1:
+            return False, [], {}  # pruned
+        if shared.complete:
+            events = [e for e in shared.events if e.channel in channels]
+        else:  # too many events in the community for one shared read: this socket's own
+            async with self._pool.acquire() as conn:
+                events = await store.events_since(
+                    conn, community_id, sorted(channels), since, limit + 1, up_to=position
+                )
+        if len(events) > limit:
+            return False, [], {}
+        return True, events, shared.frames
+
+    async def _shared_replay(self, key: tuple[int, int, int]) -> SharedReplay:
+        """The read for (community, since, position): kept, in progress (joined: what lies at
+        or below a position never changes, so a read begun earlier is as good), or started."""
+        loop = asyncio.get_running_loop()
+        kept = self._replayed.get(key)
+        if kept is not None and kept[0] > loop.time():
+            return kept[1]
+        mine: asyncio.Future[SharedReplay] = loop.create_future()
+        waiting = self._replaying.get(key)
+        if waiting is None:
+            self._replaying[key] = [mine]
+            self._spawn(self._read_replay(key))
+        else:
+            waiting.append(mine)
+        return await mine
+
+    async def _read_replay(self, key: tuple[int, int, int]) -> None:
+        community_id, since, position = key
+        try:
+            async with self._pool.acquire() as conn:
+                oldest = await store.oldest_event_id(conn, community_id)
+                events = await store.events_since(
+                    conn, community_id, None, since, SHARED_REPLAY_EVENTS + 1, up_to=position
+                )
+        except asyncio.CancelledError:
+            for future in self._replaying.pop(key, []):
+                future.cancel()
+            raise
+        except Exception as exc:  # to each socket waiting (a 1011 close, as before)
+            for future in self._replaying.pop(key, []):
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        complete = len(events) <= SHARED_REPLAY_EVENTS
+        shared = SharedReplay(
+            oldest, events if complete else [],
+            {e.id: encode_frame(e) for e in events} if complete else {}, complete,
+        )
+        now = asyncio.get_running_loop().time()
+        if len(self._replayed) >= SHARED_REPLAYS_KEPT:
+            self._replayed = {k: v for k, v in self._replayed.items() if v[0] > now}
+            while len(self._replayed) >= SHARED_REPLAYS_KEPT:
+                del self._replayed[next(iter(self._replayed))]
+        self._replayed[key] = (now + SHARED_REPLAY_SECONDS, shared)
+        for future in self._replaying.pop(key, []):
+            if not future.done():
+                future.set_result(shared)
 
     # -- subscribers -----------------------------------------------------------------------
 

@@ -47,7 +47,7 @@ from realtime.events import (
     welcome_frame,
 )
 from realtime.hub import Hub
-from storage import events as store
+from storage.events import MAX_ID
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def parse_since(request: web.BaseRequest) -> int | None:
     value = int(raw)
     if value < 0:
         raise ValueError("since must be a non-negative event id")
-    if value > store.MAX_ID:
+    if value > MAX_ID:
         raise UnknownSince("since is beyond every event id")
     return value
 
@@ -265,9 +265,11 @@ class RealtimeConnection:
     async def _start(self, load_channels: ChannelLoader, since: int | None, position: int) -> None:
         channels = set(await load_channels())
         channels.add(user_channel(self.user_id))
-        start, reset, replay = position, False, list[Event]()
+        start, reset, replay, frames = position, False, list[Event](), dict[int, bytes]()
         if since is not None and since != position:
-            resumable, replay = await self._replay(channels, since, position)
+            resumable, replay, frames = await self._hub.replay(
+                self.community_id, channels, since, position, self._settings.replay_limit
+            )
             if resumable:
                 start = max(since, position)
             else:
@@ -280,28 +282,11 @@ class RealtimeConnection:
         # overflowing the live queue. Controls in this range are already in `channels`.
         for event in joined_only(replay, user_channel(self.user_id)):
             if event.name != CONTROL_EVENT:
-                await ws.send_frame(encode_frame(event), WSMsgType.TEXT)
+                frame = frames.get(event.id) or encode_frame(event)
+                await ws.send_frame(frame, WSMsgType.TEXT)
         self._floor = start
         if not self._closing:
             self._go_live(channels)
-
-    async def _replay(
-        self, channels: set[str], since: int, position: int
-    ) -> tuple[bool, list[Event]]:
-        """(resumable, events since < id <= position on `channels`)."""
-        async with self._pool.acquire() as conn:
-            if since > position:  # ahead of this process: fine unless ahead of the database
-                return since <= await store.last_event_id(conn, self.community_id), []
-            oldest = await store.oldest_event_id(conn, self.community_id)
-            if oldest is None or oldest > since + 1:
-                return False, []  # pruned
-            limit = self._settings.replay_limit
-            events = await store.events_since(
-                conn, self.community_id, sorted(channels), since, limit + 1, up_to=position
-            )
-        if len(events) > limit:
-            return False, []
-        return True, events
 
     def _go_live(self, channels: set[str]) -> None:
         """Subscribe and replay the setup buffer, in one synchronous step."""

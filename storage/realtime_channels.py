@@ -4,6 +4,7 @@ and the groups they are a member of. Ids only: realtime/channels.py owns the cha
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from storage.db import Conn
@@ -23,9 +24,10 @@ ARRAY(SELECT group_id FROM group_memberships
 
 CHANNEL_IDS_OF_USER = f"SELECT {CHANNEL_IDS}"
 
-CHANNEL_IDS_IF_ACTIVE = f"""
-SELECT u.state = 'active' AS active, {CHANNEL_IDS}
-FROM users u WHERE u.community_id = $1 AND u.id = $2
+# whether each user ($2) is active, and their channel ids
+CHANNEL_IDS_IF_ACTIVE_MANY = f"""
+SELECT u.id, u.state = 'active' AS active, {CHANNEL_IDS.replace("$2", "u.id")}
+FROM users u WHERE u.community_id = $1 AND u.id = ANY($2::bigint[])
 """
 
 
@@ -36,9 +38,16 @@ async def channel_ids_of_user(conn: Conn, community_id: int, user_id: int) -> Ch
     return ChannelIds(list(row["conversation_ids"]), list(row["group_ids"]))
 
 
+async def channel_ids_if_active_many(
+    conn: Conn, community_id: int, user_ids: Sequence[int]
+) -> dict[int, ChannelIds | None]:
+    """`channel_ids_if_active` of each user, in one query (absent: no such user). Many users
+    at once: storage/batch.py."""
+    rows = await conn.fetch(CHANNEL_IDS_IF_ACTIVE_MANY, community_id, list(user_ids))
+    return {r["id"]: ChannelIds(list(r["conversation_ids"]), list(r["group_ids"]))
+            if r["active"] else None for r in rows}
+
+
 async def channel_ids_if_active(conn: Conn, community_id: int, user_id: int) -> ChannelIds | None:
     """`channel_ids_of_user`, or None when the user is not (or no longer) active."""
-    row = await conn.fetchrow(CHANNEL_IDS_IF_ACTIVE, community_id, user_id)
-    if row is None or not row["active"]:
-        return None
-    return ChannelIds(list(row["conversation_ids"]), list(row["group_ids"]))
+    return (await channel_ids_if_active_many(conn, community_id, [user_id])).get(user_id)

@@ -1,8 +1,9 @@
 """Redis clients with short timeouts, and the health of Redis as the app sees it.
 
-Redis is shared plumbing (rate limits, the realtime fast path) that REST goes on without: every
-caller has a process-local fallback. A Redis that refuses connections fails fast by itself, but
-a hung one (frozen, a black-holed network) would make every call wait for TCP, so:
+Redis is shared plumbing (rate limits, the realtime fast path, the shared verified-credentials
+cache) that REST goes on without: every caller has a process-local fallback. A Redis that
+refuses connections fails fast by itself, but a hung one (frozen, a black-holed network) would
+make every call wait for TCP, so:
 
 - `redis_client` sets `socket_timeout` / `socket_connect_timeout` (COMMONS_REDIS_TIMEOUT_SECONDS,
   0.5 s by default) and never retries a timeout: one short wait, then the fallback. A dropped
@@ -74,8 +75,9 @@ class RedisHealth:
     def failed(self, exc: BaseException) -> None:
         self._next_try = time.monotonic() + self.retry_interval
         self.outage.failed(
-            exc, "rate limits are counted per process and realtime events reach other "
-            "processes through PostgreSQL until it is back"
+            exc, "rate limits are counted per process, realtime events reach other "
+            "processes through PostgreSQL and password logins new to this process cost a full "
+            "hash until it is back"
         )
 
     def answered(self) -> None:

@@ -57,11 +57,20 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 RETURNING {BASIC}
 """
 
-BY_LOGIN = f"""
-SELECT {BASIC}, u.password_hash, u.session_epoch FROM users u
-WHERE u.community_id = $1 AND (lower(u.email) = lower($2) OR lower(u.username) = lower($2))
-ORDER BY lower(u.email) = lower($2) DESC
-LIMIT 1
+# The user of each login ($2, as typed; e-mail or username, any case; an e-mail match first),
+# keyed by `login`. Many logins at once: storage/batch.py.
+BY_LOGINS = f"""
+WITH l AS (SELECT DISTINCT login FROM unnest($2::text[]) AS l(login)),
+matched AS (
+    SELECT l.login, u.id, true AS by_email FROM l
+    JOIN users u ON u.community_id = $1 AND lower(u.email) = lower(l.login)
+    UNION ALL
+    SELECT l.login, u.id, false FROM l
+    JOIN users u ON u.community_id = $1 AND lower(u.username) = lower(l.login)
+)
+SELECT DISTINCT ON (m.login) m.login AS login, {BASIC}, u.password_hash, u.session_epoch
+FROM matched m JOIN users u ON u.id = m.id
+ORDER BY m.login, m.by_email DESC
 """
 
 BY_ID = f"SELECT {BASIC} FROM users u WHERE u.community_id = $1 AND u.id = $2"
@@ -190,7 +199,15 @@ async def free_username(conn: Conn, community_id: int, wanted: str) -> str:
 
 
 async def by_login(conn: Conn, community_id: int, login: str) -> asyncpg.Record | None:
-    return await conn.fetchrow(BY_LOGIN, community_id, login)
+    return (await by_logins(conn, community_id, [login])).get(login)
+
+
+async def by_logins(
+    conn: Conn, community_id: int, logins: Sequence[str]
+) -> dict[str, asyncpg.Record]:
+    """`by_login` for each of `logins` (as typed), in one query; logins of no user are absent."""
+    rows = await conn.fetch(BY_LOGINS, community_id, list(logins))
+    return {row["login"]: row for row in rows}
 
 
 async def by_id(conn: Conn, community_id: int, user_id: int) -> UserRow | None:
@@ -335,16 +352,20 @@ async def set_custom_value(
         await conn.execute(UPSERT_CUSTOM_VALUE, user_id, field_id, value, community_id)
 
 
-async def password_hash_of(conn: Conn, user_id: int) -> str | None:
-    value: str | None = await conn.fetchval(
-        "SELECT password_hash FROM users WHERE id = $1", user_id
-    )
-    return value
+# what a password is checked against: the hash, and the session epoch the credentials caches
+# key on (app/passwords.py)
+CREDENTIALS_OF = "SELECT password_hash, session_epoch FROM users WHERE id = $1"
+
+
+async def credentials_of(conn: Conn, user_id: int) -> tuple[str | None, int]:
+    """(password hash, session epoch) of the user; (None, 0) when there is no such user."""
+    row = await conn.fetchrow(CREDENTIALS_OF, user_id)
+    return (None, 0) if row is None else (row["password_hash"], row["session_epoch"])
 
 
 # The central API host (a host serving no community): a login in every community at once.
 BY_LOGIN_EVERYWHERE = f"""
-SELECT DISTINCT ON (u.community_id) {BASIC}, u.password_hash FROM users u
+SELECT DISTINCT ON (u.community_id) {BASIC}, u.password_hash, u.session_epoch FROM users u
 WHERE (lower(u.email) = lower($1) OR lower(u.username) = lower($1)) AND u.state = 'active'
 ORDER BY u.community_id, lower(u.email) = lower($1) DESC
 LIMIT 100

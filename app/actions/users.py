@@ -313,8 +313,8 @@ async def _confirm_own_change(
     if confirm is not None:
         await confirm(viewer.id, fields.current_password)
         return
-    stored = await users.password_hash_of(pool, viewer.id)
-    if not await passwords.verify(viewer.id, stored, fields.current_password):
+    stored, epoch = await users.credentials_of(pool, viewer.id)
+    if not await passwords.verify(viewer.id, stored, fields.current_password, epoch=epoch):
         raise Forbidden("Current password is wrong")
 
 

@@ -20,8 +20,8 @@ from app.config import Settings
 from app.context import viewer_of
 from app.errors import BadRequest
 from app.presence import REFRESH_SECONDS
-from app.resources import hub_of, pool_of, presence_of, settings_of
-from realtime.channels import channels_if_active
+from app.resources import hub_of, lookups_of, pool_of, presence_of, settings_of
+from realtime.channels import channel_names
 from realtime.events import CLOSE_DEACTIVATED
 from realtime.websocket import (
     RealtimeSettings,
@@ -72,6 +72,7 @@ async def realtime(request: web.Request) -> web.StreamResponse:
     community_id, user_id = viewer.community_id, viewer.id
 
     presence = presence_of(request)
+    lookups = lookups_of(request)
     marking: list[asyncio.Task[None]] = []
 
     async def keep_marked_online() -> None:
@@ -82,7 +83,9 @@ async def realtime(request: web.Request) -> web.StreamResponse:
     async def load_channels() -> list[str]:
         # Read after the socket has its place in the event stream: a deactivation committed
         # before is seen here, one committed after arrives as its close event.
-        channels = await channels_if_active(pool, community_id, user_id)
+        # batched: the channels of many sockets connecting at once are read in one query
+        ids = await lookups.channel_ids_if_active(community_id, user_id)
+        channels = None if ids is None else channel_names(ids)
         if channels is None:
             raise Refused(CLOSE_DEACTIVATED, "deactivated")
         # online while the socket lives (app.presence), from when it is accepted

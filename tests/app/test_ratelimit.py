@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
-import pytest
 from aiohttp.test_utils import TestClient
 from redis.asyncio import Redis
 
@@ -19,15 +17,8 @@ from app.passwords import Passwords
 from app.ratelimit import RedisRateLimiter
 from app.resources import POOL
 from storage.redis import RedisHealth
-from tests.servers import RedisProcess, start_redis_on_free_port
+from tests.servers import RedisProcess
 from tests.support import World
-
-
-@pytest.fixture
-def private_redis() -> Iterator[RedisProcess]:
-    server = start_redis_on_free_port()
-    yield server
-    server.close()
 
 
 async def test_limits_are_shared_in_redis_and_kept_locally_while_it_is_down(
@@ -105,3 +96,29 @@ async def test_a_burst_of_concurrent_requests_is_counted_in_redis(
     finally:
         await redis.aclose()
     assert counted == 301
+
+
+async def test_concurrent_counts_go_to_redis_in_one_pipeline(redis_url: str) -> None:
+    redis = Redis.from_url(redis_url)
+    pipelines = 0
+    real_pipeline = redis.pipeline
+
+    def pipeline(*args: Any, **kwargs: Any) -> Any:
+        nonlocal pipelines
+        pipelines += 1
+        return real_pipeline(*args, **kwargs)
+
+    redis.pipeline = pipeline  # type: ignore[method-assign]
+    limiter = RedisRateLimiter(redis, f"t-{id(redis)}", RedisHealth())
+    try:
+        hits = await asyncio.gather(*(limiter.hit("k", 10) for _ in range(25)),
+                                    limiter.peek("other", 1))
+        assert pipelines == 1
+        assert hits[:10] == [None] * 10  # the first ten are within the limit
+        assert all(isinstance(h, int) and h > 0 for h in hits[10:25])
+        assert hits[25] is None  # "other" was never hit
+        assert await limiter.peek("k", 25) is not None  # 25 counted: at a limit of 25
+        assert await limiter.peek("k", 26) is None  # and under 26
+        assert pipelines == 3
+    finally:
+        await redis.aclose()

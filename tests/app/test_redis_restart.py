@@ -13,7 +13,6 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import aiohttp
@@ -27,18 +26,12 @@ from app.resources import HUB, POOL, REDIS_HEALTH
 from realtime.hub import RedisHub
 from tests.app.views.conversations_support import start
 from tests.app.views.realtime_support import basic_headers
-from tests.servers import RedisProcess, start_redis_on_free_port
+from tests.servers import RedisProcess
 from tests.support import Member, World
 
 # A REST write while Redis is unreachable may not wait on it for long.
 MAX_POST_SECONDS_WHILE_DOWN = 1.0
 
-
-@pytest.fixture
-def private_redis() -> Iterator[RedisProcess]:
-    server = start_redis_on_free_port()
-    yield server
-    server.close()
 
 
 class Client:

@@ -32,6 +32,7 @@ from tests.app.views.realtime_support import (
     open_socket,
     read_until_closed,
 )
+from tests.conftest import QueryLog
 from tests.support import Member, World
 
 _names = itertools.count(1)
@@ -493,3 +494,33 @@ async def test_password_change_closes_the_users_sockets_with_4001(world: World) 
     assert closing.type is aiohttp.WSMsgType.CLOSE and closing.data == 4001
     await cats.send_json({"type": "ping"})
     assert await next_frame(cats) == {"type": "pong"}
+
+
+async def test_sockets_resuming_together_share_one_read_and_keep_their_own_channels(
+    world: World, query_log: QueryLog
+) -> None:
+    """A reconnect storm: the sockets resuming from the same since read the community's events
+    once (realtime/hub.py `replay`), and each gets only what its channels carried."""
+    ann = await world.community("Acme")
+    bob, cat = await world.user(ann, "Bob"), await world.user(ann, "Cat")
+    with_bob = (await start(ann, bob))["id"]
+    with_cat = (await start(ann, cat))["id"]
+    since = await last_event_id(world.pool, ann.community.id)
+    to_bob = [await say(ann, with_bob, f"to bob {n}") for n in range(3)]
+    to_cat = [await say(ann, with_cat, f"to cat {n}") for n in range(2)]
+    query_log.reset()
+    (bob_ws, _), (cat_ws, _), (bob_again, _) = await asyncio.gather(
+        open_socket(bob, since=since), open_socket(cat, since=since),
+        open_socket(bob, since=since))
+    for ws, expected in ((bob_ws, to_bob), (cat_ws, to_cat), (bob_again, to_bob)):
+        frames = await next_events(ws, len(expected))
+        assert [f["data"] for f in frames] == expected
+        assert {f["channel"] for f in frames} == {
+            conversation_channel(with_bob if expected is to_bob else with_cat)}
+    reads = [q for q in query_log if "FROM realtime_events" in q and "id > $" in q]
+    assert len(reads) == 1, reads
+    # a later socket of the same storm reads nothing at all
+    query_log.reset()
+    late, _ = await open_socket(cat, since=since)
+    assert [f["data"] for f in await next_events(late, 2)] == to_cat
+    assert not [q for q in query_log if "FROM realtime_events" in q and "id > $" in q]

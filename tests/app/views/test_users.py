@@ -493,13 +493,13 @@ async def test_credentials_cache_never_outlives_the_stored_hash() -> None:
     passwords = Passwords(TEST_ARGON2)
     old_hash = await passwords.hash("old password")
     new_hash = await passwords.hash("new password")
-    assert await passwords.verify(7, old_hash, "old password")
-    assert await passwords.verify(7, old_hash, "old password")  # cached
-    assert not await passwords.verify(7, new_hash, "old password")
-    assert not await passwords.verify(8, old_hash, "wrong")
-    assert await passwords.verify(7, new_hash, "new password")
-    assert not await passwords.verify(7, None, "new password")
-    assert not await passwords.verify(7, new_hash, "")
+    assert await passwords.verify(7, old_hash, "old password", epoch=0)
+    assert await passwords.verify(7, old_hash, "old password", epoch=0)  # cached
+    assert not await passwords.verify(7, new_hash, "old password", epoch=0)
+    assert not await passwords.verify(8, old_hash, "wrong", epoch=0)
+    assert await passwords.verify(7, new_hash, "new password", epoch=0)
+    assert not await passwords.verify(7, None, "new password", epoch=0)
+    assert not await passwords.verify(7, new_hash, "", epoch=0)
 
 
 # --- DELETE /api/users/:id -----------------------------------------------------------------
@@ -895,9 +895,9 @@ async def test_password_change_evicts_the_users_cached_credentials() -> None:
     passwords = Passwords(TEST_ARGON2)
     stored = await passwords.hash("the password")
     other = await passwords.hash("other password")
-    assert await passwords.verify(7, stored, "the password")
-    assert await passwords.verify(8, other, "other password")
+    assert await passwords.verify(7, stored, "the password", epoch=0)
+    assert await passwords.verify(8, other, "other password", epoch=0)
     assert len(passwords._cache) == 2
     passwords.forget_user(7)
     assert len(passwords._cache) == 1
-    assert await passwords.verify(8, other, "other password")
+    assert await passwords.verify(8, other, "other password", epoch=0)

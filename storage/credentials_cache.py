@@ -1,0 +1,108 @@
+"""The verified-credentials cache shared by every process, in Redis (app/passwords.py).
+
+Keys are `<prefix>:cred:<hex digest>`, where the digest is a keyed MAC the caller computed
+(never a password, never an unkeyed hash of one); the value is `1`, with a TTL. Reading Redis
+therefore tells nothing about any password, and writing it cannot forge an entry that any
+process would ever look up (docs/decisions.md "Shared verified-credentials cache").
+
+Lookups made in the same turn of the event loop (a reconnect storm: thousands of Basic logins
+at once) go to Redis as one MGET, and new entries as one pipeline. Redis away or hung: every
+answer is "not known" after at most one short timeout (storage/redis.py), and the caller
+verifies the password itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from redis.asyncio import Redis
+
+from storage.redis import REDIS_FAILURES, RedisHealth
+
+# Lookups waiting for the next MGET, at most this many per command.
+MAX_BATCH = 1000
+
+
+class CredentialsCache:
+    def __init__(
+        self, redis: Redis, prefix: str, health: RedisHealth, ttl_seconds: int
+    ) -> None:
+        self._redis = redis
+        self._prefix = f"{prefix}:cred:"
+        self._health = health
+        self.ttl_seconds = ttl_seconds
+        self._waiting: dict[str, list[asyncio.Future[bool | None]]] = {}  # each caller's
+        self._flushing: asyncio.Task[None] | None = None
+        self._writes: list[str] = []
+        self._writing: asyncio.Task[None] | None = None
+
+    def key(self, digest: bytes) -> str:
+        return self._prefix + digest.hex()
+
+    async def known(self, digest: bytes) -> bool | None:
+        """Whether these credentials were verified by any process within the TTL; None when
+        Redis did not answer (or is known to be away)."""
+        if not self._health.available():
+            return None
+        key = self.key(digest)
+        loop = asyncio.get_running_loop()
+        mine: asyncio.Future[bool | None] = loop.create_future()
+        self._waiting.setdefault(key, []).append(mine)
+        if self._flushing is None:
+            self._flushing = loop.create_task(self._flush())
+        return await mine
+
+    async def _flush(self) -> None:
+        try:
+            await asyncio.sleep(0)  # let every lookup of this turn join the batch
+            while self._waiting:
+                keys = list(self._waiting)[:MAX_BATCH]
+                batch = {k: self._waiting.pop(k) for k in keys}
+                found = await self._mget(keys)
+                for key, futures in batch.items():
+                    for future in futures:
+                        if not future.done():
+                            future.set_result(None if found is None else key in found)
+        finally:
+            self._flushing = None
+            # cancelled (shutdown): whoever still waits verifies the password itself
+            for futures in self._waiting.values():
+                for future in futures:
+                    if not future.done():
+                        future.set_result(None)
+            self._waiting.clear()
+
+    async def _mget(self, keys: list[str]) -> set[str] | None:
+        """The keys Redis has; None when it did not answer."""
+        if not self._health.available():
+            return None
+        try:
+            values = await self._redis.mget(keys)
+        except REDIS_FAILURES as exc:
+            self._health.failed(exc)
+            return None
+        self._health.answered()
+        return {k for k, v in zip(keys, values, strict=True) if v is not None}
+
+    async def remember(self, digest: bytes) -> None:
+        """Mark these credentials verified for every process, for the TTL. Marks of the same
+        turn of the event loop (a cold storm) go in one pipeline."""
+        if self.ttl_seconds <= 0 or not self._health.available():
+            return
+        self._writes.append(self.key(digest))
+        if self._writing is None:
+            self._writing = asyncio.get_running_loop().create_task(self._write())
+        await asyncio.shield(self._writing)
+
+    async def _write(self) -> None:
+        await asyncio.sleep(0)
+        keys, self._writes, self._writing = self._writes, [], None
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.set(key, b"1", ex=self.ttl_seconds)
+                await pipe.execute()
+        except REDIS_FAILURES as exc:
+            self._health.failed(exc)
+            return
+        self._health.answered()

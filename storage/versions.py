@@ -37,6 +37,14 @@ ON CONFLICT (community_id, user_id) DO UPDATE SET version = v.version + 1
 """
 
 
+# Every community's content row (what a command that rewrote rows of any community ends with).
+BUMP_ALL = """
+INSERT INTO content_versions AS v (community_id, user_id, version)
+SELECT id, 0, 1 FROM communities ORDER BY id
+ON CONFLICT (community_id, user_id) DO UPDATE SET version = v.version + 1
+"""
+
+
 async def read(
     conn: Conn, community_id: int, user_id: int, sticky: bool
 ) -> tuple[int, int, datetime | None]:
@@ -50,3 +58,8 @@ async def bump(conn: Conn, community_id: int, user_ids: Iterable[int] = (COMMUNI
     """Bump the community's content version (COMMUNITY) and/or users' versions now, in the
     caller's transaction: for writes that do not go through a unit of work."""
     await conn.execute(BUMP, community_id, sorted(set(user_ids)))
+
+
+async def bump_all(conn: Conn) -> None:
+    """Bump every community's content version (after a command that rewrote rows of many)."""
+    await conn.execute(BUMP_ALL)

@@ -12,6 +12,7 @@ from typing import Any
 
 import asyncpg
 
+from storage import versions
 from storage.db import Conn
 
 # Columns needed to render any form of a user (embedded, like, recipient, compact).
@@ -55,8 +56,10 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 RETURNING {BASIC}
 """
 
+# With the content versions of the user's polled lists (storage/versions.py): read here, an
+# ETag costs no query of its own (app/views/conditional.py).
 BY_LOGIN = f"""
-SELECT {BASIC}, u.password_hash, u.session_epoch FROM users u
+SELECT {BASIC}, u.password_hash, u.session_epoch, {versions.OF_USER} FROM users u
 WHERE u.community_id = $1 AND (lower(u.email) = lower($2) OR lower(u.username) = lower($2))
 ORDER BY lower(u.email) = lower($2) DESC
 LIMIT 1
@@ -65,7 +68,8 @@ LIMIT 1
 BY_ID = f"SELECT {BASIC} FROM users u WHERE u.community_id = $1 AND u.id = $2"
 # the user a session cookie names, with the epoch the cookie must carry
 BY_SESSION = f"""
-SELECT {BASIC}, u.session_epoch FROM users u WHERE u.community_id = $1 AND u.id = $2
+SELECT {BASIC}, u.session_epoch, {versions.OF_USER} FROM users u
+WHERE u.community_id = $1 AND u.id = $2
 """
 NEXT_SESSION_EPOCH = """
 UPDATE users SET session_epoch = session_epoch + 1

@@ -8,8 +8,9 @@ command line, the demo seed), whose row lock then lasts until their commit.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import Any
 
 from storage.db import Conn
 
@@ -27,6 +28,18 @@ SELECT coalesce(max(version) FILTER (WHERE user_id = 0), 0) AS community,
            WHERE m.community_id = $1 AND m.is_announcement AND m.sticky_until <= now()
        ) END AS sticky_ended
 FROM content_versions WHERE community_id = $1 AND user_id IN (0, $2)
+"""
+
+# The same three values as columns of a query over `users u` (the authentication's: a polled
+# list's validator then costs no query of its own). NULL versions are 0.
+OF_USER = """
+(SELECT v.version FROM content_versions v
+ WHERE v.community_id = u.community_id AND v.user_id = 0) AS content_version,
+(SELECT v.version FROM content_versions v
+ WHERE v.community_id = u.community_id AND v.user_id = u.id) AS own_version,
+(SELECT max(m.sticky_until) FROM messages m
+ WHERE m.community_id = u.community_id AND m.is_announcement AND m.sticky_until <= now()
+) AS sticky_ended
 """
 
 BUMP = """
@@ -52,6 +65,11 @@ async def read(
     row = await conn.fetchrow(READ_VERSIONS, community_id, user_id, sticky)
     assert row is not None  # an aggregate always answers one row
     return row[0], row[1], row[2]
+
+
+def of_user(row: Mapping[str, Any]) -> tuple[int, int, datetime | None]:
+    """`read`'s answer from a row that selected OF_USER."""
+    return row["content_version"] or 0, row["own_version"] or 0, row["sticky_ended"]
 
 
 async def bump(conn: Conn, community_id: int, user_ids: Iterable[int] = (COMMUNITY,)) -> None:

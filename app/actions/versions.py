@@ -17,6 +17,7 @@ What an ETag covers, and why it is never stale:
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 from pathlib import Path
 
 import asyncpg
@@ -41,11 +42,18 @@ CODE = _code_digest()
 
 
 async def etag(
-    pool: asyncpg.Pool, viewer: Viewer, community: Community, request_key: str, *, sticky: bool
+    pool: asyncpg.Pool, viewer: Viewer, community: Community, request_key: str, *, sticky: bool,
+    known: tuple[int, int, datetime | None] | None = None,
 ) -> str:
     """The strong ETag of what `viewer` is answered for `request_key` (format, path and query)
-    right now; `sticky`: the answer lists messages (see the module's docstring)."""
-    content, own, sticky_ended = await versions.read(pool, viewer.community_id, viewer.id, sticky)
+    right now; `sticky`: the answer lists messages (see the module's docstring). `known`: the
+    versions as this request's authentication read them (app.context.VERSIONS), else they are
+    read now."""
+    if known is None:
+        known = await versions.read(pool, viewer.community_id, viewer.id, sticky)
+    content, own, sticky_ended = known
+    if not sticky:
+        sticky_ended = None
     key = (f"{CODE}\0{community.id}\0{community.name}\0{community.base_url}\0"
            f"{community.stream_names}\0{viewer.id}\0{viewer.role}\0{content}\0{own}\0"
            f"{sticky_ended.isoformat() if sticky_ended else ''}\0{request_key}")

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from app.actions.versions import etag
-from app.context import community_of, viewer_of
+from app.context import VERSIONS, community_of, viewer_of
 from app.resources import pool_of
 from app.xml_format import WANTS_XML
 
@@ -42,7 +42,8 @@ def _conditional(handler: Handler, sticky: bool) -> Handler:
     async def view(request: web.Request) -> web.StreamResponse:
         fmt = "xml" if request.get(WANTS_XML) else "json"
         tag = await etag(pool_of(request), viewer_of(request), community_of(request),
-                         f"{fmt} {request.method} {request.raw_path}", sticky=sticky)
+                         f"{fmt} {request.method} {request.raw_path}", sticky=sticky,
+                         known=request.get(VERSIONS))
         if matches(request.headers.get("If-None-Match"), tag):
             return web.Response(status=304, headers={"ETag": tag, "Cache-Control": CACHE_CONTROL})
         response = await handler(request)

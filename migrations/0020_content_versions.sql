@@ -20,6 +20,16 @@ CREATE TABLE content_versions (
     PRIMARY KEY (community_id, user_id)
 );
 
+-- Bump rows of one community, in user_id order (the lock order). The one copy of this SQL:
+-- the commit trigger below and storage/versions.py (writes outside a unit of work) call it.
+CREATE FUNCTION bump_content_versions(community bigint, users bigint[]) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO content_versions AS v (community_id, user_id, version)
+    SELECT community, u.user_id, 1 FROM (SELECT DISTINCT unnest(users) AS user_id) u
+    ORDER BY u.user_id
+    ON CONFLICT (community_id, user_id) DO UPDATE SET version = v.version + 1
+$$;
+
 -- The rows a staged unit of work bumps at its commit (0 = the community's content row).
 ALTER TABLE realtime_events_staged ADD COLUMN versions bigint[] NOT NULL DEFAULT '{}';
 
@@ -39,11 +49,7 @@ BEGIN
              WITH ORDINALITY AS e(channel, name, data, ord);
     END IF;
     IF cardinality(NEW.versions) > 0 THEN
-        INSERT INTO content_versions AS v (community_id, user_id, version)
-        SELECT NEW.community_id, u.user_id, 1
-        FROM (SELECT DISTINCT unnest(NEW.versions) AS user_id) u
-        ORDER BY u.user_id
-        ON CONFLICT (community_id, user_id) DO UPDATE SET version = v.version + 1;
+        PERFORM bump_content_versions(NEW.community_id, NEW.versions);
     END IF;
     DELETE FROM realtime_events_staged WHERE id = NEW.id;
     IF n > 0 THEN

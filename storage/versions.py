@@ -42,20 +42,10 @@ OF_USER = """
 ) AS sticky_ended
 """
 
-BUMP = """
-INSERT INTO content_versions AS v (community_id, user_id, version)
-SELECT $1, u.user_id, 1 FROM (SELECT DISTINCT unnest($2::bigint[]) AS user_id) u
-ORDER BY u.user_id
-ON CONFLICT (community_id, user_id) DO UPDATE SET version = v.version + 1
-"""
-
-
+# bump_content_versions: migration 0020 (the commit trigger calls it too)
+BUMP = "SELECT bump_content_versions($1, $2::bigint[])"
 # Every community's content row (what a command that rewrote rows of any community ends with).
-BUMP_ALL = """
-INSERT INTO content_versions AS v (community_id, user_id, version)
-SELECT id, 0, 1 FROM communities ORDER BY id
-ON CONFLICT (community_id, user_id) DO UPDATE SET version = v.version + 1
-"""
+BUMP_ALL = "SELECT bump_content_versions(id, '{0}') FROM communities ORDER BY id"
 
 
 async def read(
@@ -75,7 +65,7 @@ def of_user(row: Mapping[str, Any]) -> tuple[int, int, datetime | None]:
 async def bump(conn: Conn, community_id: int, user_ids: Iterable[int] = (COMMUNITY,)) -> None:
     """Bump the community's content version (COMMUNITY) and/or users' versions now, in the
     caller's transaction: for writes that do not go through a unit of work."""
-    await conn.execute(BUMP, community_id, sorted(set(user_ids)))
+    await conn.execute(BUMP, community_id, list(user_ids))
 
 
 async def bump_all(conn: Conn) -> None:

@@ -103,3 +103,20 @@ async def test_the_login_row_carries_the_same_versions_as_the_query(world: World
     session = await users.by_session(world.pool, cid, bob.id)
     assert session is not None
     assert versions.of_user(session) == await versions.read(world.pool, cid, bob.id, True)
+
+
+async def test_writes_outside_a_unit_of_work_bump_by_hand(world: World) -> None:
+    """`bump` (the demo seed, hand-written SQL) and `bump_all` (commons backfill-feed)."""
+    admin = await world.community()
+    other = await world.community()
+    cid = admin.community.id
+    before, other_before = await read(world, cid, admin.id), await read(world, other.community.id,
+                                                                        other.id)
+    await versions.bump(world.pool, cid)
+    assert await read(world, cid, admin.id) == (before[0] + 1, before[1])
+    await versions.bump(world.pool, cid, [admin.id, versions.COMMUNITY, admin.id])
+    assert await read(world, cid, admin.id) == (before[0] + 2, before[1] + 1)
+    await versions.bump_all(world.pool)
+    assert await read(world, cid, admin.id) == (before[0] + 3, before[1] + 1)
+    assert await read(world, other.community.id, other.id) == (other_before[0] + 1,
+                                                              other_before[1])

@@ -341,3 +341,21 @@ async def test_a_session_cookie_polls_with_304s_too(world: World, query_log: Que
     assert len(query_log) == 1, query_log  # the session's user row, with the versions
     await comment(s.bob, s.message["id"], f"ping @{s.ann.username}")
     await modified(anon, "/api/notifications", resp.headers["ETag"])
+
+
+async def test_reading_changes_no_version(world: World) -> None:
+    """A GET that bumped a version would turn every poll into a 200: every GET route without
+    an id, and the polled lists, leave the versions as they were."""
+    from app.routes import ROUTES
+    from storage import versions
+
+    s = await scene(world)
+    home = await stream_id(s.ann, "Home")
+    cid = s.ann.community.id
+    before = await versions.read(world.pool, cid, s.ann.id, True)
+    paths = [r.path for r in ROUTES if r.method == "GET" and ":" not in r.path]
+    assert "/api/streams" in paths and len(paths) > 20
+    for path in [*paths, *lists(s, home)]:
+        resp = await s.ann.api.get(path)
+        assert resp.status < 500, (path, resp.text)
+        assert await versions.read(world.pool, cid, s.ann.id, True) == before, path

@@ -359,3 +359,37 @@ async def test_reading_changes_no_version(world: World) -> None:
         resp = await s.ann.api.get(path)
         assert resp.status < 500, (path, resp.text)
         assert await versions.read(world.pool, cid, s.ann.id, True) == before, path
+
+
+async def test_a_polling_client_never_keeps_a_stale_page(world: World) -> None:
+    """A client polling (keeping the last 200's body and ETag, reusing the body on a 304) while
+    another member posts: once a post has committed, the client's next poll shows it."""
+    import asyncio
+
+    s = await scene(world)
+    path = f"/api/groups/{s.group_id}/messages"
+    cached = await tagged(s.ann, path)
+    state = {"tag": cached.headers["ETag"], "body": cached.json}
+
+    async def poll() -> list[int]:
+        resp = await s.ann.api.get(path, headers={"If-None-Match": state["tag"]})
+        assert resp.status in (200, 304), resp.text
+        if resp.status == 200:
+            state["tag"], state["body"] = resp.headers["ETag"], resp.json
+        return [m["id"] for m in state["body"]["messages"]]
+
+    done = asyncio.Event()
+
+    async def keep_polling() -> None:
+        while not done.is_set():
+            await poll()
+
+    poller = asyncio.create_task(keep_polling())
+    try:
+        for n in range(15):
+            made = await post(s.bob, f"news {n}", group_id=s.group_id)
+            # committed (the POST answered): the very next poll shows it
+            assert (await poll())[0] == made["id"]
+    finally:
+        done.set()
+        await poller

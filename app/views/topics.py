@@ -31,6 +31,7 @@ from app.params import LOOSE, PageParam, page_of, parse, read_params, since_para
 from app.render.topics import tag, topic
 from app.resources import pool_of
 from app.responses import created, json_response
+from app.views.conditional import conditional_messages
 from app.views.messages import MessageListQuery, limits_of
 from storage import topic_pages
 from storage.db import Conn
@@ -89,6 +90,7 @@ async def update_topic(request: web.Request) -> web.Response:
     return json_response({"topic": rendered})
 
 
+@conditional_messages
 async def show_topic(request: web.Request) -> web.Response:
     try:
         query = await parse(request, MessageListQuery)

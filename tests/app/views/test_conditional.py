@@ -58,6 +58,8 @@ class Scene:
     message: dict[str, Any]
     conversation: dict[str, Any]
     system_id: int
+    badge_id: int
+    topic_id: int
 
 
 async def scene(world: World) -> Scene:
@@ -67,10 +69,15 @@ async def scene(world: World) -> Scene:
     s.bob = await world.user(s.admin, "Bob")
     s.group_id = await chat_group(s.ann, s.bob)
     await chat(s.bob, s.group_id, "hello chat")
-    s.message = await post(s.bob, f"Hi @{s.ann.username}", group_id=s.group_id)
+    s.message = await post(s.bob, f"Hi @{s.ann.username} #polling", group_id=s.group_id)
     s.conversation = await start(s.bob, s.ann, text="Hello Ann")
     system = await make_system(s.admin)
     s.system_id = system["id"]
+    s.badge_id = await world.pool.fetchval(
+        "SELECT id FROM badges WHERE community_id = $1 ORDER BY position LIMIT 1",
+        s.admin.community.id)
+    s.topic_id = await world.pool.fetchval(
+        "SELECT id FROM topics WHERE community_id = $1", s.admin.community.id)
     return s
 
 
@@ -88,6 +95,9 @@ def lists(s: Scene, home: int) -> list[str]:
         "/api/conversations",
         f"/api/groups/{s.group_id}/chat_messages",
         "/api/userinfo",
+        f"/api/badges/{s.badge_id}/messages",
+        f"/api/users/{s.bob.id}/badges/{s.badge_id}/messages",
+        f"/api/topics/{s.topic_id}",
     ]
 
 

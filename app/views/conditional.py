@@ -52,6 +52,7 @@ def _conditional(handler: Handler, sticky: bool) -> Handler:
             response.headers["Cache-Control"] = CACHE_CONTROL
         return response
 
+    view.__commons_conditional__ = True  # type: ignore[attr-defined]  # app/openapi.py
     return view
 
 

@@ -403,3 +403,13 @@ async def test_a_polling_client_never_keeps_a_stale_page(world: World) -> None:
     finally:
         done.set()
         await poller
+
+
+async def test_the_openapi_document_lists_if_none_match_and_304(world: World) -> None:
+    admin = await world.community()
+    doc = (await admin.api.get("/api/openapi.json")).json
+    listed = doc["paths"]["/api/notifications"]["get"]
+    assert "304" in listed["responses"]
+    assert {"name": "If-None-Match", "in": "header", "required": False,
+            "schema": {"type": "string"}} in listed["parameters"]
+    assert "304" not in doc["paths"]["/api/groups"]["get"]["responses"]

@@ -21,6 +21,7 @@ from app.authentication import SessionCookieStorage
 from app.config import Settings
 from app.middleware import auth_middleware, errors_middleware
 from app.observe import make_observe_middleware
+from app.openapi import document as openapi_document
 from app.passwords import Passwords
 from app.presence import MemoryPresence, RedisPresence
 from app.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
@@ -29,6 +30,7 @@ from app.resources import (
     COMMUNITIES,
     HUB,
     LIMITER,
+    OPENAPI,
     PASSWORDS,
     POOL,
     PRESENCE,
@@ -195,6 +197,7 @@ def create_app(
 
     app.on_shutdown.append(close_websockets)
     add_routes(app)
+    app[OPENAPI] = openapi_document()  # built here, not by the view: no import circle
     add_ops_routes(app)
     app.router.add_static("/assets/", STATIC_DIR, append_version=False)
     return app

@@ -11,12 +11,20 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar, get_args
+from typing import Annotated, Any, ClassVar, TypeVar, get_args
 from urllib.parse import parse_qsl
 
 import orjson
 from aiohttp import web
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, ValidationInfo
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    model_validator,
+)
 
 from app.errors import BadRequest, Invalid, NotFound, TooLarge, UnsupportedMediaType
 from app.uploads import UploadedFile as UploadedFile  # the views take it from here
@@ -300,6 +308,7 @@ def flag(value: Any, default: bool = False) -> bool:
 
 DEFAULT_PER_PAGE = 20
 MAX_PER_PAGE = 500
+MAX_PAGE = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,22 +338,18 @@ def _positive(params: dict[str, Any], name: str, default: int) -> int:
     return value
 
 
-def page_of(params: dict[str, Any], default_per_page: int = DEFAULT_PER_PAGE) -> Page:
-    """page (default 1) and per_page (default 20, capped at 500); non-positive is a 400."""
-    page = _positive(params, "page", 1)
-    per_page = min(_positive(params, "per_page", default_per_page), MAX_PER_PAGE)
-    if page > 1_000_000:
-        raise BadRequest("page is too large")
-    return Page(page=page, per_page=per_page)
-
-
 def _page_param(value: Any, info: ValidationInfo) -> Any:
     name = info.field_name or "page"
-    return None if value is None or value == "" else _positive({name: value}, name, 1)
+    if value is None or value == "":
+        return None
+    number = _positive({name: value}, name, 1)
+    if name == "page" and number > MAX_PAGE:
+        raise BadRequest("page is too large")
+    return number
 
 
-# `page` / `per_page` fields of request models: a bad value is a 400 (as page_of says), not the
-# 422 a plain `int` field would give. Views still call page_of(params) for the Page itself.
+# `page` / `per_page` fields of request models: a bad value is a 400, not the 422 a plain `int`
+# field would give (raised from the validator, so it wins over any 422 of the same request).
 PageParam = Annotated[int | None, BeforeValidator(_page_param)]
 
 # Request models are lenient as real clients are (decisions.md): unknown parameters are
@@ -353,11 +358,53 @@ LOOSE = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
 
 
 class PageQuery(BaseModel):
-    """The query of a list that takes only page and per_page."""
+    """page (default 1) and per_page (default 20, capped at 500); non-positive is a 400. The
+    base of every list's request model: the request's page is parsed once, with the rest of
+    its parameters, and `paging` is it."""
 
     model_config = LOOSE
     page: PageParam = None
     per_page: PageParam = None
+
+    @property
+    def paging(self) -> Page:
+        return Page(page=self.page or 1,
+                    per_page=min(self.per_page or DEFAULT_PER_PAGE, MAX_PER_PAGE))
+
+
+async def parse_page(request: web.Request) -> Page:
+    """The page of a list that takes no other parameter."""
+    return (await parse(request, PageQuery)).paging
+
+
+class RootedBody(BaseModel):
+    """A body whose fields sit under one root key (`{"external_system": {...}}`, the key named
+    by `ROOT`); a body sent without it is read as if wrapped."""
+
+    model_config = LOOSE
+    ROOT: ClassVar[str]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wrap(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not isinstance(data.get(cls.ROOT), dict):
+            return {cls.ROOT: data}
+        return data
+
+
+class FlatBody(BaseModel):
+    """A body of top-level fields that may also come wrapped under the key named by `ROOT`
+    (`{"content_filter": {"word": ...}}`); wrapped values win."""
+
+    model_config = LOOSE
+    ROOT: ClassVar[str]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unwrap(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get(cls.ROOT), dict):
+            return {**data, **data[cls.ROOT]}
+        return data
 
 
 _ID_RE = re.compile(r"^(\d{1,18})(?:-[^/]*)?$")
@@ -421,3 +468,27 @@ def since_param(value: Any, name: str = "since") -> datetime | None:
         raise BadRequest(f"{name} must be a Unix timestamp in seconds",
                          fields={name: ["must be a Unix timestamp in seconds"]})
     return datetime.fromtimestamp(seconds, UTC)
+
+
+def _query_id_value(value: Any, info: ValidationInfo) -> Any:
+    name = info.field_name or "id"
+    return query_id({name: value}, name)
+
+
+def _since_value(value: Any, info: ValidationInfo) -> Any:
+    return since_param(value, info.field_name or "since")
+
+
+def _param_id_value(value: Any, info: ValidationInfo) -> Any:
+    name = info.field_name or "id"
+    return param_id({name: value}, name)
+
+
+# A body's optional id, as param_id reads it (`12`, `12-slug`; blank: absent; garbage: 422).
+BodyId = Annotated[int | None, BeforeValidator(_param_id_value)]
+# A query's optional id (`before=<id>`): garbage is a 400 (query_id).
+QueryId = Annotated[int | None, BeforeValidator(_query_id_value)]
+# `since=<epoch seconds>` read as a time: garbage is a 400 (since_param).
+Since = Annotated[datetime | None, BeforeValidator(_since_value), WithJsonSchema(
+    {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}],
+     "description": "Unix time in seconds"})]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import asyncpg
 from aiohttp import web
 from redis.asyncio import Redis
@@ -27,6 +29,8 @@ HUB = web.AppKey("hub", Hub)
 PRESENCE: web.AppKey[Presence] = web.AppKey("presence")
 # a Protocol: annotated, since AppKey(name, t) wants a concrete class
 BLOBS: web.AppKey[BlobStore] = web.AppKey("blobs")
+# the OpenAPI document (app.openapi), built once at app start from the route table
+OPENAPI = web.AppKey("openapi", dict)
 
 
 def pool_of(request: web.Request) -> asyncpg.Pool:
@@ -43,6 +47,10 @@ def presence_of(request: web.Request) -> Presence:
 
 def blobs_of(request: web.Request) -> BlobStore:
     return request.app[BLOBS]
+
+
+def openapi_of(request: web.Request) -> dict[str, Any]:
+    return request.app[OPENAPI]
 
 
 def settings_of(request: web.Request) -> Settings:

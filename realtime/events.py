@@ -15,32 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
+from realtime.channels import user_channel
+from storage.events import Event, NewEvent
+
 CONTROL_EVENT = "_subscriptions"
 """Name of the internal event that changes a user's live subscriptions; never sent to clients."""
-
-
-@dataclass(frozen=True, slots=True)
-class NewEvent:
-    """An event before it is stored: `append_events` gives it an id."""
-
-    channel: str
-    name: str
-    data: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """A stored event: ids increase by one per community, in commit order."""
-
-    id: int
-    community_id: int
-    channel: str
-    name: str
-    data: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,19 +54,15 @@ class EncodedEvent:
         return (int(code), str(data.get("reason", ""))) if code else None
 
 
-def user_channel(user_id: int) -> str:
-    return f"user:{user_id}"
-
-
 def control_event(
     user_id: int, *, subscribe: Iterable[str] = (), unsubscribe: Iterable[str] = ()
 ) -> NewEvent:
     """The event that changes `user_id`'s live subscriptions on every process.
 
-    Append it with `append_events` in the SAME transaction as the membership change and publish
-    it after commit with the rest. Order inside one batch matters: when adding a member, put the
-    control first so the new member also receives the events that follow it in the batch; when
-    removing one, put it last so the member still sees its own removal.
+    Emit it (`w.emit`, app/actions/work.py) in the SAME unit of work as the membership change.
+    Order inside one batch matters: when adding a member, put the control first so the new
+    member also receives the events that follow it in the batch; when removing one, put it
+    last so the member still sees its own removal.
     """
     return NewEvent(
         channel=user_channel(user_id),
@@ -99,17 +77,11 @@ CLOSE_CREDENTIALS_CHANGED = 4001
 
 def close_event(user_id: int, code: int, reason: str) -> NewEvent:
     """The control event that closes every open socket of `user_id`, on every process, with
-    `code` (deactivated: 4003, password changed: 4001). Appended in the transaction of the
+    `code` (deactivated: 4003, password changed: 4001). Emitted in the unit of work of the
     change, like any control event, so a socket set up concurrently sees it in its buffer."""
     return NewEvent(
         channel=user_channel(user_id), name=CONTROL_EVENT, data={"close": code, "reason": reason}
     )
-
-
-def validate(event: NewEvent) -> None:
-    """Channel and name travel in a newline-separated header; keep them single-line."""
-    if not event.channel or "\n" in event.channel or "\n" in event.name or not event.name:
-        raise ValueError(f"invalid realtime channel or event name: {event.channel!r}")
 
 
 def encode_frame(event: Event) -> bytes:

@@ -168,8 +168,9 @@ class Hub:
     # -- publishing ------------------------------------------------------------------------
 
     async def publish(self, events: Sequence[Event]) -> None:
-        """Send committed events (from `append_events`) to every process. Never raises for a
-        transport failure: the events are in PostgreSQL and hubs catch up from there."""
+        """Send committed events (numbered by their COMMIT, app/actions/work.py) to every
+        process. Never raises for a transport failure: the events are in PostgreSQL and hubs
+        catch up from there."""
         if not events:
             return
         encoded = [encode(e) for e in events]
@@ -276,6 +277,8 @@ class Hub:
             if stream.pending:
                 self._drain(stream)
             return
+        if event.id in stream.pending:
+            return  # our own publish heard back from Redis: held already, not a drop
         if len(stream.pending) < self._settings.max_pending:
             stream.pending[event.id] = event
         else:

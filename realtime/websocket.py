@@ -36,6 +36,7 @@ import orjson
 from aiohttp import WSCloseCode, WSMsgType, web
 
 from app import metrics
+from realtime.channels import user_channel
 from realtime.events import (
     CONTROL_EVENT,
     PONG_FRAME,
@@ -43,7 +44,6 @@ from realtime.events import (
     EncodedEvent,
     Event,
     encode_frame,
-    user_channel,
     welcome_frame,
 )
 from realtime.hub import Hub
@@ -101,14 +101,21 @@ def joined_only(replay: list[Event], own_channel: str) -> list[Event]:
     return [e for e in replay if e.id > joined.get(e.channel, 0)]
 
 
+class UnknownSince(ValueError):
+    """`since` is an integer no event id of this server can reach."""
+
+
 def parse_since(request: web.BaseRequest) -> int | None:
-    """`?since=<id>` or the `Last-Event-ID` header; ValueError when present but not an id."""
+    """`?since=<id>` or the `Last-Event-ID` header; ValueError when present but not an id
+    (UnknownSince when beyond any id)."""
     raw = request.query.get("since") or request.headers.get("Last-Event-ID")
     if raw is None or raw == "":
         return None
     value = int(raw)
     if value < 0:
         raise ValueError("since must be a non-negative event id")
+    if value > store.MAX_ID:
+        raise UnknownSince("since is beyond every event id")
     return value
 
 

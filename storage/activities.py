@@ -6,10 +6,12 @@ renderer serves every list.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import asyncpg
 
 from storage.db import Conn
+from storage.rows import ActivityRow
 
 COLUMNS = """
 a.id, a.community_id, a.conversation_id, a.actor_id, a.verb, a.text, a.html, a.longitude,
@@ -71,8 +73,8 @@ async def insert(
     )
 
 
-async def by_id(conn: Conn, conversation_id: int, activity_id: int) -> asyncpg.Record | None:
-    return await conn.fetchrow(BY_ID, conversation_id, activity_id)
+async def by_id(conn: Conn, conversation_id: int, activity_id: int) -> ActivityRow | None:
+    return cast("ActivityRow | None", await conn.fetchrow(BY_ID, conversation_id, activity_id))
 
 
 async def by_ids(conn: Conn, ids: Sequence[int]) -> dict[int, asyncpg.Record]:
@@ -83,12 +85,14 @@ async def by_ids(conn: Conn, ids: Sequence[int]) -> dict[int, asyncpg.Record]:
 
 async def by_guid(
     conn: Conn, conversation_id: int, actor_id: int, guid: str
-) -> asyncpg.Record | None:
-    return await conn.fetchrow(BY_GUID, conversation_id, actor_id, guid)
+) -> ActivityRow | None:
+    return cast("ActivityRow | None", await conn.fetchrow(BY_GUID, conversation_id, actor_id, guid))
 
 
 async def page(
     conn: Conn, conversation_id: int, offset: int, limit: int, visible_from: int = 0
-) -> list[asyncpg.Record]:
+) -> list[ActivityRow]:
     """`visible_from`: the reader's conversation_members.visible_from_activity_id."""
-    return await conn.fetch(PAGE, conversation_id, offset, limit, visible_from)
+    return cast(
+        "list[ActivityRow]", await conn.fetch(PAGE, conversation_id, offset, limit, visible_from)
+    )

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import asyncpg
 
 from storage.db import Conn
+from storage.rows import CommentRow
 
 COLUMNS = """
 c.id, c.community_id, c.message_id, c.user_id, c.text, c.html_body, c.external_resource_ids,
@@ -89,14 +91,16 @@ async def delete(conn: asyncpg.Connection, community_id: int, comment_id: int) -
 
 async def by_id(
     conn: Conn, community_id: int, message_id: int, comment_id: int
-) -> asyncpg.Record | None:
-    return await conn.fetchrow(BY_ID, community_id, message_id, comment_id)
+) -> CommentRow | None:
+    return cast(
+        "CommentRow | None", await conn.fetchrow(BY_ID, community_id, message_id, comment_id)
+    )
 
 
 async def of_message(
     conn: Conn, message_id: int, offset: int, limit: int
-) -> list[asyncpg.Record]:
-    return await conn.fetch(OF_MESSAGE, message_id, offset, limit)
+) -> list[CommentRow]:
+    return cast("list[CommentRow]", await conn.fetch(OF_MESSAGE, message_id, offset, limit))
 
 
 async def ids_of_message(conn: Conn, message_id: int) -> list[int]:
@@ -105,5 +109,5 @@ async def ids_of_message(conn: Conn, message_id: int) -> list[int]:
 
 async def latest_of_messages(
     conn: Conn, message_ids: Sequence[int], limit: int
-) -> list[asyncpg.Record]:
-    return await conn.fetch(LATEST_OF_MESSAGES, list(message_ids), limit)
+) -> list[CommentRow]:
+    return cast("list[CommentRow]", await conn.fetch(LATEST_OF_MESSAGES, list(message_ids), limit))

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import cast
 
 import asyncpg
 
 from storage.db import Conn
+from storage.rows import ConversationRow, MemberConversationRow
 from storage.users import BASIC
 
 _CONVERSATION = """
@@ -191,20 +193,22 @@ def member_set_key(private: bool, user_ids: Sequence[int]) -> str:
 
 async def for_member(
     conn: Conn, community_id: int, conversation_id: int, user_id: int, *, lock: bool = False
-) -> asyncpg.Record | None:
+) -> MemberConversationRow | None:
     """The conversation with `user_id`'s read state, when they are a current member."""
     sql = FOR_MEMBER_LOCKED if lock else FOR_MEMBER
-    return await conn.fetchrow(sql, community_id, conversation_id, user_id)
+    return cast("MemberConversationRow | None", await conn.fetchrow(
+        sql, community_id, conversation_id, user_id,
+    ))
 
 
-async def by_id(conn: Conn, community_id: int, conversation_id: int) -> asyncpg.Record | None:
+async def by_id(conn: Conn, community_id: int, conversation_id: int) -> ConversationRow | None:
     """The conversation whoever asks (no membership check: for the actions' own use)."""
-    return await conn.fetchrow(BY_ID, community_id, conversation_id)
+    return cast("ConversationRow | None", await conn.fetchrow(BY_ID, community_id, conversation_id))
 
 
-async def by_member_set_key(conn: Conn, community_id: int, key: str) -> asyncpg.Record | None:
+async def by_member_set_key(conn: Conn, community_id: int, key: str) -> ConversationRow | None:
     """The most recently active conversation with this member set."""
-    return await conn.fetchrow(BY_MEMBER_SET_KEY, community_id, key)
+    return cast("ConversationRow | None", await conn.fetchrow(BY_MEMBER_SET_KEY, community_id, key))
 
 
 async def lock_member_set(conn: asyncpg.Connection, key: str) -> None:
@@ -256,10 +260,10 @@ async def rename(conn: asyncpg.Connection, conversation_id: int, name: str | Non
 async def list_for_user(
     conn: Conn, community_id: int, user_id: int, *, unread_only: bool, hidden: bool,
     offset: int, limit: int,
-) -> list[asyncpg.Record]:
-    return await conn.fetch(
+) -> list[MemberConversationRow]:
+    return cast("list[MemberConversationRow]", await conn.fetch(
         LIST_FOR_USER, community_id, user_id, unread_only, hidden, offset, limit
-    )
+    ))
 
 
 async def members_of(

@@ -22,12 +22,39 @@ whatever json codecs the pool installs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import asyncpg
 import orjson
 
-from realtime.events import Event, NewEvent, validate
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event before it is stored: `stage_events` or `append_events` gives it an id."""
+
+    channel: str
+    name: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A stored event: ids increase by one per community, in commit order."""
+
+    id: int
+    community_id: int
+    channel: str
+    name: str
+    data: dict[str, Any]
+
+
+def validate(event: NewEvent) -> None:
+    """Channel and name travel in a newline-separated header; keep them single-line."""
+    if not event.channel or "\n" in event.channel or "\n" in event.name or not event.name:
+        raise ValueError(f"invalid realtime channel or event name: {event.channel!r}")
+
 
 # One round trip: bump the counter (creating it on first use), then insert the batch with the
 # ids just reserved. Runs as the last statement of the writing transaction.

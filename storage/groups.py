@@ -10,13 +10,15 @@ an external contributor.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 
 from storage.chat_messages import unread_sql
 from storage.db import Conn
 from storage.group_visibility import is_member_sql, listed_sql, readable_sql
+from storage.names import first_free
+from storage.rows import AccessGroupRow, GroupRow
 
 # The columns of the short forms (app/render/groups_short.py), over alias `g`.
 SHORT_COLUMNS = (
@@ -157,18 +159,20 @@ UPDATABLE = (
 
 async def by_id(
     conn: Conn, community_id: int, viewer_id: int, external: bool, group_id: int
-) -> asyncpg.Record | None:
+) -> AccessGroupRow | None:
     """The FULL row plus `readable` and `listed` for this viewer; None if not in community."""
-    return await conn.fetchrow(BY_ID, community_id, viewer_id, external, group_id)
+    return cast("AccessGroupRow | None", await conn.fetchrow(
+        BY_ID, community_id, viewer_id, external, group_id,
+    ))
 
 
 async def by_id_or_name(
     conn: Conn, community_id: int, viewer_id: int, external: bool, group_id: int | None,
     groupname: str,
-) -> asyncpg.Record | None:
-    return await conn.fetchrow(
+) -> AccessGroupRow | None:
+    return cast("AccessGroupRow | None", await conn.fetchrow(
         BY_ID_OR_NAME, community_id, viewer_id, external, group_id, groupname
-    )
+    ))
 
 
 async def list_groups(
@@ -184,39 +188,38 @@ async def list_groups(
     member_ids: Sequence[int] = (),
     offset: int,
     limit: int,
-) -> list[asyncpg.Record]:
+) -> list[GroupRow]:
     """Groups the viewer may read (or also see, with `include_requestable`), by name.
 
     `member_ids`: only groups of which every one of these users is a member.
     """
-    return await conn.fetch(
+    return cast("list[GroupRow]", await conn.fetch(
         LIST, community_id, viewer_id, external, include_requestable or can_request_only,
         can_join_only, can_request_only, tsquery, sorted(set(member_ids)), offset, limit,
-    )
+    ))
 
 
 async def pinned(
     conn: Conn, community_id: int, viewer_id: int, external: bool, offset: int, limit: int
-) -> list[asyncpg.Record]:
-    return await conn.fetch(PINNED, community_id, viewer_id, external, offset, limit)
+) -> list[GroupRow]:
+    return cast(
+        "list[GroupRow]", await conn.fetch(PINNED, community_id, viewer_id, external, offset, limit)
+    )
 
 
 async def of_viewer(
     conn: Conn, community_id: int, viewer_id: int, offset: int, limit: int
-) -> list[asyncpg.Record]:
+) -> list[GroupRow]:
     """The viewer's own groups, by name (their role in each is `viewer_role`)."""
-    return await conn.fetch(OF_VIEWER, community_id, viewer_id, offset, limit)
+    return cast(
+        "list[GroupRow]", await conn.fetch(OF_VIEWER, community_id, viewer_id, offset, limit)
+    )
 
 
 async def free_groupname(conn: Conn, community_id: int, wanted: str) -> str:
     """`wanted`, or `wanted2`, `wanted3`... whichever is not yet taken (case-insensitive)."""
     taken = {r["g"] for r in await conn.fetch(TAKEN_GROUPNAMES, community_id, wanted)}
-    if wanted.lower() not in taken:
-        return wanted
-    n = 2
-    while f"{wanted}{n}".lower() in taken:
-        n += 1
-    return f"{wanted}{n}"
+    return first_free(wanted, taken)
 
 
 async def name_taken(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import asyncpg
 
@@ -19,10 +20,12 @@ from storage import messages
 from storage.db import Conn
 from storage.users import BASIC
 
-FILTERS = (
+# the eight kinds of notification (spec "Notifications"); request models validate with Filter
+Filter = Literal[
     "thanks", "groups", "at_mentions", "broadcast", "replies", "projects", "followers",
     "town_halls",
-)
+]
+FILTERS: tuple[str, ...] = get_args(Filter)
 
 COLUMNS = """
 n.id, n.community_id, n.user_id, n.sent_by_user_id, n.notifiable_type, n.notifiable_id,

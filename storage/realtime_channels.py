@@ -1,45 +1,44 @@
-"""The realtime channels a user may read, besides their own `user:<id>`.
-
-`conversation:<id>` for every conversation they currently belong to (not left), and
-`group:<id>` for every group they are a member of. Groups are listed whatever their chat
-setting: a group's membership is what app/actions/group_events.py subscribes and unsubscribes
-live, and turning a group's chat on later sends no subscription change, so a socket must
-already hold the channel of every group it belongs to. A group without chat simply carries no
-events on it.
-
-The names match `app.actions.remarks.conversation_channel` and
-`app.actions.group_events.group_channel` (storage never imports app; a test checks they agree).
-"""
+"""What a user's realtime channels are made of: the conversations they belong to (not left)
+and the groups they are a member of. Ids only: realtime/channels.py owns the channel names
+(storage never imports realtime)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from storage.db import Conn
 
-CHANNELS_OF_USER = """
-SELECT 'conversation:' || conversation_id AS channel FROM conversation_members
-WHERE user_id = $2 AND community_id = $1 AND left_at IS NULL
-UNION ALL
-SELECT 'group:' || group_id FROM group_memberships
-WHERE user_id = $2 AND community_id = $1
+
+class ChannelIds(NamedTuple):
+    conversation_ids: list[int]
+    group_ids: list[int]
+
+
+CHANNEL_IDS = """
+ARRAY(SELECT conversation_id FROM conversation_members
+      WHERE user_id = $2 AND community_id = $1 AND left_at IS NULL) AS conversation_ids,
+ARRAY(SELECT group_id FROM group_memberships
+      WHERE user_id = $2 AND community_id = $1) AS group_ids
 """
 
+CHANNEL_IDS_OF_USER = f"SELECT {CHANNEL_IDS}"
 
-async def channels_of_user(conn: Conn, community_id: int, user_id: int) -> list[str]:
-    """Every conversation and group channel of the user, in one query."""
-    rows = await conn.fetch(CHANNELS_OF_USER, community_id, user_id)
-    return [r["channel"] for r in rows]
-
-
-CHANNELS_IF_ACTIVE = f"""
-SELECT u.state = 'active' AS active, ARRAY({CHANNELS_OF_USER}) AS channels
+CHANNEL_IDS_IF_ACTIVE = f"""
+SELECT u.state = 'active' AS active, {CHANNEL_IDS}
 FROM users u WHERE u.community_id = $1 AND u.id = $2
 """
 
 
-async def channels_if_active(conn: Conn, community_id: int, user_id: int) -> list[str] | None:
-    """`channels_of_user`, or None when the user is no longer active (deactivated after the
-    socket authenticated, before it attached: the close event is then already behind it)."""
-    row = await conn.fetchrow(CHANNELS_IF_ACTIVE, community_id, user_id)
+async def channel_ids_of_user(conn: Conn, community_id: int, user_id: int) -> ChannelIds:
+    """The user's conversation and group ids, in one query."""
+    row = await conn.fetchrow(CHANNEL_IDS_OF_USER, community_id, user_id)
+    assert row is not None  # a SELECT without FROM always has its row
+    return ChannelIds(list(row["conversation_ids"]), list(row["group_ids"]))
+
+
+async def channel_ids_if_active(conn: Conn, community_id: int, user_id: int) -> ChannelIds | None:
+    """`channel_ids_of_user`, or None when the user is not (or no longer) active."""
+    row = await conn.fetchrow(CHANNEL_IDS_IF_ACTIVE, community_id, user_id)
     if row is None or not row["active"]:
         return None
-    return list(row["channels"])
+    return ChannelIds(list(row["conversation_ids"]), list(row["group_ids"]))

@@ -8,12 +8,14 @@ follows each user), so one renderer serves all of them; `$1` is always the commu
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 
 from storage import versions
 from storage.db import Conn
+from storage.names import first_free
+from storage.rows import FullUserRow, UserRow
 
 # Columns needed to render any form of a user (embedded, like, recipient, compact).
 BASIC = """
@@ -156,6 +158,10 @@ UPDATABLE = (
     "contact_info", "avatar_id",
 )
 
+TAKEN_USERNAMES = """
+SELECT lower(username) AS u FROM users
+WHERE community_id = $1 AND lower(username) LIKE lower($2) || '%'
+"""
 
 
 async def insert(
@@ -181,12 +187,18 @@ async def insert(
     return row
 
 
+async def free_username(conn: Conn, community_id: int, wanted: str) -> str:
+    """`wanted`, or `wanted2`, `wanted3`... whichever is not yet taken (case-insensitive)."""
+    taken = {r["u"] for r in await conn.fetch(TAKEN_USERNAMES, community_id, wanted)}
+    return first_free(wanted, taken)
+
+
 async def by_login(conn: Conn, community_id: int, login: str) -> asyncpg.Record | None:
     return await conn.fetchrow(BY_LOGIN, community_id, login)
 
 
-async def by_id(conn: Conn, community_id: int, user_id: int) -> asyncpg.Record | None:
-    return await conn.fetchrow(BY_ID, community_id, user_id)
+async def by_id(conn: Conn, community_id: int, user_id: int) -> UserRow | None:
+    return cast("UserRow | None", await conn.fetchrow(BY_ID, community_id, user_id))
 
 
 async def by_session(conn: Conn, community_id: int, user_id: int) -> asyncpg.Record | None:
@@ -199,10 +211,10 @@ async def next_session_epoch(conn: Conn, community_id: int, user_id: int) -> int
     return value
 
 
-async def by_ids(conn: Conn, community_id: int, ids: Sequence[int]) -> list[asyncpg.Record]:
+async def by_ids(conn: Conn, community_id: int, ids: Sequence[int]) -> list[UserRow]:
     if not ids:
         return []
-    return await conn.fetch(BY_IDS, community_id, list(ids))
+    return cast("list[UserRow]", await conn.fetch(BY_IDS, community_id, list(ids)))
 
 
 async def by_emails(
@@ -215,14 +227,18 @@ async def by_emails(
 
 async def full_by_id(
     conn: Conn, community_id: int, viewer_id: int, user_id: int
-) -> asyncpg.Record | None:
-    return await conn.fetchrow(FULL_BY_ID, community_id, viewer_id, user_id)
+) -> FullUserRow | None:
+    return cast(
+        "FullUserRow | None", await conn.fetchrow(FULL_BY_ID, community_id, viewer_id, user_id)
+    )
 
 
 async def full_by_company_login(
     conn: Conn, community_id: int, viewer_id: int, login: str
-) -> asyncpg.Record | None:
-    return await conn.fetchrow(FULL_BY_COMPANY_LOGIN, community_id, viewer_id, login)
+) -> FullUserRow | None:
+    return cast("FullUserRow | None", await conn.fetchrow(
+        FULL_BY_COMPANY_LOGIN, community_id, viewer_id, login,
+    ))
 
 
 async def list_users(
@@ -234,9 +250,11 @@ async def list_users(
     emails: Sequence[str] | None,
     offset: int,
     limit: int,
-) -> list[asyncpg.Record]:
+) -> list[FullUserRow]:
     lowered = [e.lower() for e in emails] if emails is not None else None
-    return await conn.fetch(LIST, community_id, viewer_id, list(states), lowered, offset, limit)
+    return cast("list[FullUserRow]", await conn.fetch(
+        LIST, community_id, viewer_id, list(states), lowered, offset, limit,
+    ))
 
 
 async def search(
@@ -249,29 +267,35 @@ async def search(
     states: Sequence[str],
     offset: int,
     limit: int,
-) -> list[asyncpg.Record]:
-    return await conn.fetch(
+) -> list[FullUserRow]:
+    return cast("list[FullUserRow]", await conn.fetch(
         SEARCH, community_id, viewer_id, tsquery, offset, limit, list(states),
         [e.lower() for e in emails],
-    )
+    ))
 
 
 async def followers(
     conn: Conn, community_id: int, viewer_id: int, user_id: int, offset: int, limit: int
-) -> list[asyncpg.Record]:
-    return await conn.fetch(FOLLOWERS, community_id, viewer_id, user_id, offset, limit)
+) -> list[FullUserRow]:
+    return cast("list[FullUserRow]", await conn.fetch(
+        FOLLOWERS, community_id, viewer_id, user_id, offset, limit,
+    ))
 
 
 async def following(
     conn: Conn, community_id: int, viewer_id: int, user_id: int, offset: int, limit: int
-) -> list[asyncpg.Record]:
-    return await conn.fetch(FOLLOWING, community_id, viewer_id, user_id, offset, limit)
+) -> list[FullUserRow]:
+    return cast("list[FullUserRow]", await conn.fetch(
+        FOLLOWING, community_id, viewer_id, user_id, offset, limit,
+    ))
 
 
 async def employees(
     conn: Conn, community_id: int, viewer_id: int, manager_id: int, offset: int, limit: int
-) -> list[asyncpg.Record]:
-    return await conn.fetch(EMPLOYEES, community_id, viewer_id, manager_id, offset, limit)
+) -> list[FullUserRow]:
+    return cast("list[FullUserRow]", await conn.fetch(
+        EMPLOYEES, community_id, viewer_id, manager_id, offset, limit,
+    ))
 
 
 async def custom_values(

@@ -26,6 +26,7 @@ For other engineers: upload files in their own step (`store_file` for an Uploade
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import mimetypes
 import re
@@ -50,10 +51,18 @@ from app.images import (
     make_thumbnails,
     sniff,
 )
-from app.params import UploadedFile
+from app.params import Page, UploadedFile
 from app.render.attachments import display_filename, is_image
 from storage import attachments, users
-from storage.blobs import DEFAULT_CONTENT_TYPE, BlobStore, BlobTooLarge
+from storage.blobs import (
+    CHUNK_SIZE,
+    DEFAULT_CONTENT_TYPE,
+    BlobNotFound,
+    BlobReader,
+    BlobStore,
+    BlobTooLarge,
+    content_disposition,
+)
 from storage.db import Conn
 
 log = logging.getLogger("commons.attachments")
@@ -249,6 +258,52 @@ class Variant:
     def inline(self) -> bool:
         """Shown in the browser (safe raster images) rather than downloaded."""
         return self.content_type in INLINE_TYPES
+
+    @property
+    def disposition(self) -> str:
+        """Its Content-Disposition header."""
+        return content_disposition(self.filename, inline=self.inline)
+
+
+READ_CHUNK = CHUNK_SIZE
+"""How much to read at a time when streaming a file in or out."""
+
+
+@contextlib.asynccontextmanager
+async def open_variant(blobs: BlobStore, found: Variant) -> AsyncIterator[BlobReader]:
+    """The stored bytes of `found`; NotFound when the file is missing."""
+    try:
+        async with blobs.open(found.key) as blob:
+            yield blob
+    except BlobNotFound:
+        raise NotFound("The attachment's file is missing") from None
+
+
+async def user_attachments(
+    conn: Conn, viewer: Viewer, user_id: int, page: Page
+) -> list[asyncpg.Record]:
+    """What the user uploaded that the viewer may read, newest first."""
+    user = await access_user(conn, viewer, user_id)
+    return await attachments.by_uploader(
+        conn, viewer.community_id, viewer.id, viewer.is_external, user["id"],
+        page.offset, page.limit,
+    )
+
+
+async def group_attachments(
+    conn: Conn, viewer: Viewer, group_id: int, page: Page
+) -> list[asyncpg.Record]:
+    """The attachments of the group's messages, newest first. A group the viewer cannot see is
+    a 404; one they see but whose content they cannot read (private, requests allowed) a 403."""
+    group = await attachments.group_for_viewer(
+        conn, viewer.community_id, group_id, viewer.id, viewer.is_external
+    )
+    if group is None or not group["listed"]:
+        raise NotFound("Group not found")
+    if not group["readable"]:
+        raise Forbidden("Only members of this group can see its attachments")
+    return await attachments.by_group(conn, viewer.community_id, group["id"], page.offset,
+                                      page.limit)
 
 
 async def variant_blob(

@@ -25,6 +25,7 @@ from app.context import Viewer
 from app.errors import Forbidden, Invalid, NotFound
 from app.render.attachments import attachment as render_attachment
 from app.render.chat_messages import chat_message
+from realtime.channels import group_channel
 from realtime.events import NewEvent
 from realtime.hub import Hub
 from storage import attachments as attachment_store
@@ -33,10 +34,6 @@ from storage import chat_messages, users
 # attachments.subject_type of a chat message's attachments
 CHAT_SUBJECT = "chat_message"
 MAX_BODY = 20_000
-
-
-def group_channel(group_id: int) -> str:
-    return f"group:{group_id}"
 
 
 async def access_chat(

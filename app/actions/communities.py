@@ -6,15 +6,31 @@ import re
 
 import asyncpg
 
+from app.context import Viewer
 from app.errors import Conflict, Invalid, NotFound
 from app.passwords import Passwords
 from storage import badges, communities, meetings, users
+from storage import community_info as community_info_storage
 from storage.communities import Community
-from storage.db import transaction
+from storage.db import Conn, transaction
 
 ADMIN_EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+$")
 DOMAIN_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789.-")
 STREAM_NAMES = ("current", "classic")
+
+
+async def community_by_id(conn: Conn, community_id: int) -> Community | None:
+    return await communities.by_id(conn, community_id)
+
+
+async def community_info(conn: Conn, viewer: Viewer) -> asyncpg.Record:
+    """GET /api/community_info's row: the community with the viewer's counts."""
+    row = await community_info_storage.info(
+        conn, viewer.community_id, viewer.id, viewer.is_external
+    )
+    if row is None:
+        raise NotFound("Community not found")
+    return row
 
 
 def _stream_names(value: str) -> str:

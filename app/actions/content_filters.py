@@ -20,6 +20,7 @@ from app.access import require_admin
 from app.actions.work import work
 from app.context import Viewer
 from app.errors import Conflict, Invalid, NotFound
+from app.params import Page
 from storage import content_filters
 from storage.db import Conn
 
@@ -86,3 +87,7 @@ async def delete_filter(pool: asyncpg.Pool, viewer: Viewer, filter_id: int) -> N
     async with work(pool, None, viewer.community_id) as w:
         if not await content_filters.delete(w.conn, viewer.community_id, filter_id):
             raise NotFound("Content filter not found")
+
+
+async def list_filters(conn: Conn, viewer: Viewer, page: Page) -> list[asyncpg.Record]:
+    return await content_filters.list_filters(conn, viewer.community_id, page.offset, page.limit)

@@ -30,19 +30,21 @@ from app.actions.remarks import (
     Remark,
     Uploads,
     check_remark,
-    conversation_channel,
     post_in_transaction,
     render_activities,
     store_uploads,
 )
 from app.actions.work import work
 from app.context import Viewer
-from app.errors import Invalid
+from app.errors import Invalid, NotFound
+from app.params import Page
 from app.render.conversations import conversation, conversation_summary
 from app.render.users import conversation_member
+from realtime.channels import conversation_channel
 from realtime.events import NewEvent, control_event
 from realtime.hub import Hub
 from storage import activities, conversations, users
+from storage.db import Conn
 
 MAX_NAME = 255
 MAX_MEMBERS = 500
@@ -316,3 +318,42 @@ async def set_hidden(
                 fields={"conversation": ["is a shared conversation"]},
             )
         await conversations.set_hidden(w.conn, conversation_id, viewer.id, hidden)
+
+
+# --- reads -------------------------------------------------------------------------------
+
+
+async def list_conversations(
+    conn: Conn, viewer: Viewer, page: Page, *, unread_only: bool, hidden: bool
+) -> list[asyncpg.Record]:
+    return await conversations.list_for_user(
+        conn, viewer.community_id, viewer.id, unread_only=unread_only, hidden=hidden,
+        offset=page.offset, limit=page.limit,
+    )
+
+
+async def list_members(
+    conn: Conn, viewer: Viewer, conversation_id: int, page: Page
+) -> list[asyncpg.Record]:
+    row = await access_conversation(conn, viewer, conversation_id)
+    return await conversations.list_members(conn, row["id"], page.offset, page.limit)
+
+
+async def list_activities(
+    conn: Conn, viewer: Viewer, conversation_id: int, page: Page
+) -> list[asyncpg.Record]:
+    """Newest first; what the viewer may see of the conversation only."""
+    row = await access_conversation(conn, viewer, conversation_id)
+    return await activities.page(conn, row["id"], page.offset, page.limit,
+                                 row["visible_from_activity_id"])
+
+
+async def activity(
+    conn: Conn, viewer: Viewer, conversation_id: int, activity_id: int
+) -> asyncpg.Record:
+    conversation = await access_conversation(conn, viewer, conversation_id)
+    row = await activities.by_id(conn, conversation["id"], activity_id)
+    # one added to a one-to-one conversation does not see what the two said before
+    if row is None or row["id"] < conversation["visible_from_activity_id"]:
+        raise NotFound("Activity not found")
+    return row

@@ -9,6 +9,19 @@ from app.actions.work import work
 from app.context import Viewer
 from app.errors import Conflict, Invalid, NotFound
 from storage import custom_fields
+from storage.db import Conn
+
+
+async def list_fields(conn: Conn, viewer: Viewer) -> list[asyncpg.Record]:
+    return await custom_fields.list_fields(conn, viewer.community_id)
+
+
+async def field(conn: Conn, viewer: Viewer, field_id: int) -> asyncpg.Record:
+    """The field, or NotFound (also for another community's)."""
+    row = await custom_fields.by_id(conn, viewer.community_id, field_id)
+    if row is None:
+        raise NotFound("Custom field not found")
+    return row
 
 
 def _conflict() -> Conflict:

@@ -10,11 +10,8 @@ from collections.abc import Sequence
 from app.actions.notifications import notify_group_membership
 from app.actions.work import Work
 from app.context import Viewer
+from realtime.channels import group_channel
 from realtime.events import NewEvent, control_event
-
-
-def group_channel(group_id: int) -> str:
-    return f"group:{group_id}"
 
 
 async def membership_events(

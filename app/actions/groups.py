@@ -17,8 +17,10 @@ from app.actions.group_events import membership_events
 from app.actions.work import work
 from app.context import Viewer
 from app.errors import Conflict, Forbidden, Invalid
+from app.params import Page
 from realtime.hub import Hub
 from storage import groups, memberships
+from storage.db import Conn
 
 PERMISSIONS = ("public", "private", "external_contributor")
 GROUPNAME_MAX = 60
@@ -241,3 +243,32 @@ async def pin_group(
         else:
             await groups.unpin(w.conn, viewer.id, group_id)
         return group
+
+
+# --- reads -------------------------------------------------------------------------------
+
+
+async def list_groups(
+    conn: Conn,
+    viewer: Viewer,
+    page: Page,
+    *,
+    include_requestable: bool = False,
+    can_join_only: bool = False,
+    can_request_only: bool = False,
+    tsquery: str | None = None,
+    member_ids: list[int] | tuple[int, ...] = (),
+) -> list[asyncpg.Record]:
+    """Groups the viewer may read (or also see, with `include_requestable`), by name."""
+    return await groups.list_groups(
+        conn, viewer.community_id, viewer.id, viewer.is_external,
+        include_requestable=include_requestable, can_join_only=can_join_only,
+        can_request_only=can_request_only, tsquery=tsquery, member_ids=member_ids,
+        offset=page.offset, limit=page.limit,
+    )
+
+
+async def pinned_groups(conn: Conn, viewer: Viewer, page: Page) -> list[asyncpg.Record]:
+    return await groups.pinned(
+        conn, viewer.community_id, viewer.id, viewer.is_external, page.offset, page.limit
+    )

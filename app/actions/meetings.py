@@ -62,6 +62,10 @@ def parse_time(value: str | None, name: str) -> datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
+async def meeting_types(conn: Conn, viewer: Viewer) -> list[asyncpg.Record]:
+    return await meetings.list_types(conn, viewer.community_id)
+
+
 async def _meeting_type(conn: Conn, viewer: Viewer, fields: MeetingFields) -> asyncpg.Record:
     if fields.meeting_type_id is not None:
         row = await meetings.type_by_id(conn, viewer.community_id, fields.meeting_type_id)

@@ -12,15 +12,17 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from app.access import access_group
+from app.access import access_group, is_group_admin
 from app.actions.group_events import membership_events
 from app.actions.groups import keep_an_admin, lock_membership
 from app.actions.users import EMAIL_RE
 from app.actions.work import work
 from app.context import Viewer
 from app.errors import Conflict, Forbidden, Invalid, NotFound
+from app.params import Page
 from realtime.hub import Hub
-from storage import memberships, users
+from storage import groups, memberships, users
+from storage.db import Conn
 
 ROLES = ("member", "admin")
 MAX_ADD = 500
@@ -261,3 +263,36 @@ async def reject_request(
         await access_group(w.conn, viewer, group_id, admin=True)
         if not await memberships.delete_request(w.conn, group_id, request_id):
             raise NotFound("Membership request not found")
+
+
+# --- reads -------------------------------------------------------------------------------
+
+
+async def my_memberships(conn: Conn, viewer: Viewer, page: Page) -> list[asyncpg.Record]:
+    """The viewer's groups, by name, with their role in each."""
+    return await groups.of_viewer(conn, viewer.community_id, viewer.id, page.offset, page.limit)
+
+
+async def list_members(
+    conn: Conn, viewer: Viewer, group_ref: int | str, page: Page, *,
+    admins_only: bool = False, admins_first: bool = False,
+) -> list[asyncpg.Record]:
+    """Members of a group (`group_ref`: an id or a groupname). Who its admins are is public to
+    whoever sees the group; the other members only to those who may read it (and its admins)."""
+    group = await access_group(conn, viewer, group_ref)
+    if not admins_only and not (group["readable"] or is_group_admin(viewer, group)):
+        raise Forbidden("Only members can list the members of this group")
+    return await memberships.list_members(
+        conn, viewer.community_id, viewer.id, group["id"], admins_only=admins_only,
+        admins_first=admins_first, offset=page.offset, limit=page.limit,
+    )
+
+
+async def membership_requests(
+    conn: Conn, viewer: Viewer, group_id: int, page: Page
+) -> list[asyncpg.Record]:
+    """Pending requests to join, oldest first: the group's admins only."""
+    group = await access_group(conn, viewer, group_id, admin=True)
+    return await memberships.list_requests(
+        conn, viewer.community_id, viewer.id, group["id"], page.offset, page.limit
+    )

@@ -37,7 +37,7 @@ from app.markup.entities import extract_hashtags, extract_mentions, extract_urls
 from app.markup.html import MentionTarget, render_html
 from app.render.attachments import attachments_and_media_files
 from app.render.feed import FeedData
-from app.render.messages import is_shareable, message
+from app.render.messages import created_message, is_shareable, message
 from app.urls import group_url, user_url
 from realtime.hub import Hub
 from storage import attachments as attachment_storage
@@ -215,6 +215,18 @@ async def render_message(
     """One message the viewer may read, rendered (404 otherwise)."""
     row = await access_message(conn, viewer, message_id)
     return (await render_messages(conn, viewer, [row], base, limits))[0]
+
+
+async def render_created(
+    conn: Conn, viewer: Viewer, message_id: int, base: str
+) -> dict[str, Any]:
+    """What POST /api/messages answers for the message just created (404 when not readable)."""
+    row = await message_storage.by_id(
+        conn, viewer.community_id, viewer.id, viewer.is_external, message_id
+    )
+    if row is None:
+        raise NotFound("Message not found")
+    return created_message(row, await load_feed(conn, viewer, [row], base))
 
 
 @dataclass(frozen=True)

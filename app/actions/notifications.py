@@ -49,13 +49,15 @@ from app.render.users import display_name
 from app.urls import comment_permalink, group_url, message_permalink, user_url
 from push import jobs as push_jobs
 from push.jobs import PushMessage
-from realtime.events import NewEvent, user_channel
+from realtime.channels import user_channel
+from realtime.events import NewEvent
 from realtime.hub import Hub
 from storage import conversations as conversation_store
 from storage import notifications as store
 from storage import users as user_store
 from storage.db import Conn
 from storage.notifications import FILTERS, Subject
+from storage.notifications import Filter as Filter  # the views validate with it
 
 TEXT_LIMIT = 200
 """notifiable_text and push bodies: the first characters of the text, whitespace folded."""

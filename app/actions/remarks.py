@@ -29,6 +29,7 @@ from app.render.activities import activity
 from app.render.attachments import attachment as render_attachment
 from app.render.messages import is_shareable, message
 from app.urls import user_tooltip_url, user_url
+from realtime.channels import conversation_channel
 from realtime.events import NewEvent
 from realtime.hub import Hub
 from storage import activities, conversations, messages
@@ -41,10 +42,6 @@ REMARK_SUBJECT = "remark"
 # a shared message shows no comments and no likes
 SHARED_LIMITS = Limits(comments=0, likes=0, comment_likes=0)
 MAX_TEXT = 20_000
-
-
-def conversation_channel(conversation_id: int) -> str:
-    return f"conversation:{conversation_id}"
 
 
 @dataclass

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -29,6 +30,7 @@ from app.actions.thanks_extensions import THANKS_MESSAGE_TYPE, announcement_exte
 from app.actions.work import work
 from app.context import Viewer
 from app.errors import Invalid, NotFound
+from app.params import Page
 from app.render.thanks import thanks as render_thanks
 from app.render.users import display_name
 from realtime.hub import Hub
@@ -141,3 +143,31 @@ async def load_thanks(conn: Conn, viewer: Viewer, thanks_id: int, base: str) -> 
     if row is None:
         raise NotFound("Thanks not found")
     return (await render_thanks_rows(conn, viewer, [row], base))[0]
+
+
+# --- reads -------------------------------------------------------------------------------
+
+
+async def list_thanks(
+    conn: Conn, viewer: Viewer, page: Page, *, recipient_id: int | None,
+    since: datetime | None,
+) -> list[asyncpg.Record]:
+    return await thanks_storage.list_thanks(
+        conn, viewer.community_id, viewer.id, viewer.is_external, recipient_id=recipient_id,
+        since=since, offset=page.offset, limit=page.limit,
+    )
+
+
+async def badge_messages(
+    conn: Conn, viewer: Viewer, badge_id: int, page: Page, *, recipient_id: int | None
+) -> tuple[list[asyncpg.Record], bool]:
+    """The page of messages that gave the badge (NotFound: no such badge here), and whether
+    there are more."""
+    badge = await badge_storage.by_id(conn, viewer.community_id, badge_id)
+    if badge is None:
+        raise NotFound("Badge not found")
+    rows = await thanks_storage.badge_messages(
+        conn, viewer.community_id, viewer.id, viewer.is_external, badge_id=badge["id"],
+        recipient_id=recipient_id, offset=page.offset, limit=page.per_page + 1,
+    )
+    return rows[:page.per_page], len(rows) > page.per_page

@@ -23,7 +23,7 @@ from app.actions.content_filters import check_text
 from app.actions.work import work
 from app.context import Viewer
 from app.errors import Conflict, Forbidden, Invalid, NotFound
-from app.params import parse_id
+from app.params import Page, parse_id
 from storage import topic_pages
 from storage.db import Conn
 
@@ -112,3 +112,23 @@ async def update_topic(
                                                  text or None)
     result: int = row["id"]
     return result
+
+
+# --- reads -------------------------------------------------------------------------------
+
+
+async def search_topics(conn: Conn, viewer: Viewer, q: str, page: Page) -> list[asyncpg.Record]:
+    """Topics whose name starts with q (an exact name first) that the viewer may see."""
+    return await topic_pages.search(
+        conn, viewer.community_id, viewer.id, viewer.is_external, q, page.offset, page.limit
+    )
+
+
+async def contributors(
+    conn: Conn, viewer: Viewer, topic_id: int, page: Page
+) -> list[asyncpg.Record]:
+    """FULL rows of who wrote what uses the topic (and the viewer may read), most first."""
+    return await topic_pages.contributors(
+        conn, viewer.community_id, viewer.id, viewer.is_external, topic_id, page.offset,
+        page.limit,
+    )

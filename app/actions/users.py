@@ -5,14 +5,15 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 
 from app.access import access_user, require_admin, require_self_or_admin
 from app.actions.work import Step, work
 from app.context import Viewer
-from app.errors import Conflict, Forbidden, Invalid
+from app.errors import Conflict, Forbidden, Invalid, NotFound
+from app.params import Page
 from app.passwords import Passwords
 from app.render.users import full_user
 from realtime.events import (
@@ -22,6 +23,8 @@ from realtime.events import (
 )
 from realtime.hub import Hub
 from storage import custom_fields, memberships, users
+from storage.db import Conn
+from storage.rows import EmbeddedUserRow
 
 PasswordCheck = Callable[[int, str], Awaitable[None]]
 """Confirms (user id, current password) or raises: 403 when wrong, 429 when throttled."""
@@ -81,7 +84,8 @@ async def full_users(
         manager = r["manager"]
         out.append(full_user(
             r, base, viewer_id=viewer.id,
-            manager=dict(zip(fields, manager, strict=True)) if manager is not None else None,
+            manager=(cast(EmbeddedUserRow, dict(zip(fields, manager, strict=True)))
+                     if manager is not None else None),
             custom_values=[{"id": i, "name": name, "value": value}
                            for i, name, value in r["custom_values"] or ()],
         ))
@@ -104,6 +108,73 @@ async def _full_users_loading(
         )
         for r in rows
     ]
+
+
+# --- reads (what the views show; FULL rows, rendered with full_users) ------------------------
+
+
+async def full_user_row(conn: Conn, viewer: Viewer, user_id: int) -> asyncpg.Record:
+    """The FULL row of a user of the viewer's community, or NotFound."""
+    row = await users.full_by_id(conn, viewer.community_id, viewer.id, user_id)
+    if row is None:
+        raise NotFound("User not found")
+    return row
+
+
+async def full_user_by_company_login(conn: Conn, viewer: Viewer, login: str) -> asyncpg.Record:
+    row = await users.full_by_company_login(conn, viewer.community_id, viewer.id, login)
+    if row is None:
+        raise NotFound("User not found")
+    return row
+
+
+async def list_users(
+    conn: Conn, viewer: Viewer, *, state: str, emails: Sequence[str] | None, page: Page
+) -> list[asyncpg.Record]:
+    return await users.list_users(
+        conn, viewer.community_id, viewer.id, states=STATE_FILTERS[state], emails=emails,
+        offset=page.offset, limit=page.limit,
+    )
+
+
+async def search_users(
+    conn: Conn, viewer: Viewer, *, tsquery: str, emails: Sequence[str],
+    states: tuple[str, ...], page: Page,
+) -> list[asyncpg.Record]:
+    return await users.search(
+        conn, viewer.community_id, viewer.id, tsquery=tsquery, emails=emails, states=states,
+        offset=page.offset, limit=page.limit,
+    )
+
+
+async def employees(
+    conn: Conn, viewer: Viewer, manager_id: int, page: Page
+) -> list[asyncpg.Record]:
+    manager = await access_user(conn, viewer, manager_id)
+    return await users.employees(
+        conn, viewer.community_id, viewer.id, manager["id"], page.offset, page.limit
+    )
+
+
+async def followers(conn: Conn, viewer: Viewer, user_id: int, page: Page) -> list[asyncpg.Record]:
+    """FULL rows of who follows the user (NotFound for a user the viewer may not see)."""
+    user = await access_user(conn, viewer, user_id)
+    return await users.followers(
+        conn, viewer.community_id, viewer.id, user["id"], page.offset, page.limit
+    )
+
+
+async def following(conn: Conn, viewer: Viewer, user_id: int, page: Page) -> list[asyncpg.Record]:
+    """FULL rows of whom the user follows (NotFound for a user the viewer may not see)."""
+    user = await access_user(conn, viewer, user_id)
+    return await users.following(
+        conn, viewer.community_id, viewer.id, user["id"], page.offset, page.limit
+    )
+
+
+async def basic_user(conn: Conn, viewer: Viewer, user_id: int) -> asyncpg.Record | None:
+    """The BASIC row of a user of the viewer's community (None: not there)."""
+    return await users.by_id(conn, viewer.community_id, user_id)
 
 
 def normalize_role(role: str) -> str:
@@ -138,23 +209,6 @@ def _username_from(fields: UserFields, email: str) -> str:
     base = re.sub(r"[^A-Za-z0-9]", "", f"{fields.first_name or ''}{fields.last_name or ''}")
     base = base or re.sub(r"[^A-Za-z0-9_.-]", "", email.split("@")[0]) or "user"
     return base[:50]  # room for a counter within the 60 characters of a username
-
-
-async def _free_username(conn: asyncpg.Connection, community_id: int, wanted: str) -> str:
-    taken = {
-        r["u"]
-        for r in await conn.fetch(
-            "SELECT lower(username) AS u FROM users WHERE community_id = $1 "
-            "AND lower(username) LIKE lower($2) || '%'",
-            community_id, wanted,
-        )
-    }
-    if wanted.lower() not in taken:
-        return wanted
-    n = 2
-    while f"{wanted}{n}".lower() in taken:
-        n += 1
-    return f"{wanted}{n}"
 
 
 def _conflict(exc: asyncpg.UniqueViolationError) -> Conflict:
@@ -210,8 +264,8 @@ async def create_user(
         async with work(pool, None, viewer.community_id) as w:
             username = (
                 _check_username(fields.username) if fields.username
-                else await _free_username(w.conn, viewer.community_id,
-                                          _username_from(fields, email))
+                else await users.free_username(w.conn, viewer.community_id,
+                                               _username_from(fields, email))
             )
             if fields.manager_id is not None:
                 await _check_manager(w.conn, viewer, fields.manager_id, None)

@@ -12,6 +12,7 @@ from typing import Any
 
 from app.render.avatars import profile_photo
 from app.render.times import iso
+from storage.rows import ActivityRow
 
 Row = Mapping[str, Any]
 
@@ -21,12 +22,12 @@ OBJECT_TYPES = {"post": "note", "update": "collection", "join": "collection",
                 "leave": "collection"}
 
 
-def actor_name(row: Row) -> str:
+def actor_name(row: ActivityRow) -> str:
     name = f"{row['actor_first_name']} {row['actor_last_name']}".strip()
     return name or row["actor_username"]
 
 
-def actor(row: Row, base: str) -> dict[str, Any]:
+def actor(row: ActivityRow, base: str) -> dict[str, Any]:
     state = row["actor_state"]
     return {
         "id": row["actor_id"],
@@ -38,7 +39,7 @@ def actor(row: Row, base: str) -> dict[str, Any]:
     }
 
 
-def title(row: Row) -> str:
+def title(row: ActivityRow) -> str:
     name = actor_name(row)
     verb = row["verb"]
     if verb == "join":
@@ -52,7 +53,7 @@ def title(row: Row) -> str:
     return f"{name} posted a remark"
 
 
-def activity_object(row: Row, shared_message: dict[str, Any] | None) -> dict[str, Any]:
+def activity_object(row: ActivityRow, shared_message: dict[str, Any] | None) -> dict[str, Any]:
     return {
         "id": row["id"],
         "objectType": OBJECT_TYPES[row["verb"]],
@@ -67,7 +68,7 @@ def activity_object(row: Row, shared_message: dict[str, Any] | None) -> dict[str
     }
 
 
-def location(row: Row) -> dict[str, float] | None:
+def location(row: ActivityRow) -> dict[str, float | None] | None:
     if row["longitude"] is None and row["latitude"] is None:
         return None
     return {"longitude": row["longitude"], "latitude": row["latitude"]}
@@ -81,7 +82,7 @@ def activity_attachment(rendered: dict[str, Any]) -> dict[str, Any]:
 
 
 def activity(
-    row: Row,
+    row: ActivityRow,
     base: str,
     *,
     attachments: Sequence[dict[str, Any]] = (),

@@ -13,12 +13,13 @@ from typing import Any
 
 from app.render.times import iso
 from app.render.users import embedded_user
+from storage.rows import EmbeddedUserRow
 
 Row = Mapping[str, Any]
 
 
 def chat_message(
-    row: Row, base: str, *, user: Row, attachments: Sequence[dict[str, Any]] = ()
+    row: Row, base: str, *, user: EmbeddedUserRow, attachments: Sequence[dict[str, Any]] = ()
 ) -> dict[str, Any]:
     """`user` is the author's BASIC row; `attachments` are rendered Attachment objects."""
     return {

@@ -12,6 +12,7 @@ from app.render.feed import FeedData
 from app.render.likes import like_of
 from app.render.times import iso
 from app.urls import comment_permalink, comment_url, topic_url
+from storage.rows import CommentRow, MessageRow
 
 Row = Mapping[str, Any]
 
@@ -43,7 +44,7 @@ def external_resources(ids: list[int] | None, data: FeedData) -> list[dict[str, 
     return [external_resource(data.resources[i]) for i in ids or () if i in data.resources]
 
 
-def comment(row: Row, message: Row, data: FeedData) -> dict[str, Any]:
+def comment(row: CommentRow, message: MessageRow, data: FeedData) -> dict[str, Any]:
     """`message` is the row of the comment's message (for its slug and group rights)."""
     base, viewer = data.base, data.viewer
     subject = ("comment", row["id"])

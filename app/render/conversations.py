@@ -13,6 +13,7 @@ from typing import Any
 from app.render.avatars import profile_photo
 from app.render.users import conversation_member, display_name
 from app.urls import asset_url
+from storage.rows import ConversationRow, EmbeddedUserRow, MemberConversationRow, UserRow
 
 Row = Mapping[str, Any]
 
@@ -20,7 +21,7 @@ Row = Mapping[str, Any]
 TITLE_NAMES = 3
 
 
-def default_title(others: Sequence[Row]) -> str:
+def default_title(others: Sequence[EmbeddedUserRow]) -> str:
     """"Ann Lee", "Ann Lee and Bob Ray", "Ann Lee, Bob Ray and Cy Dee",
     "Ann Lee, Bob Ray, Cy Dee and 2 others"."""
     names = [display_name(r) for r in others]
@@ -34,7 +35,7 @@ def default_title(others: Sequence[Row]) -> str:
     return ", ".join(names[:TITLE_NAMES]) + f" and {rest} other{'s' if rest > 1 else ''}"
 
 
-def avatar(base: str, private: bool, others: Sequence[Row]) -> dict[str, Any]:
+def avatar(base: str, private: bool, others: Sequence[UserRow]) -> dict[str, Any]:
     """A one-to-one conversation shows the other member's photo; a shared one the default."""
     if private and others:
         photo = profile_photo(base, others[0]["avatar_id"])
@@ -45,11 +46,11 @@ def avatar(base: str, private: bool, others: Sequence[Row]) -> dict[str, Any]:
 
 
 def conversation(
-    row: Row,
+    row: MemberConversationRow,
     base: str,
     *,
     viewer_id: int,
-    members: Sequence[Row],
+    members: Sequence[UserRow],
     latest_activity: dict[str, Any] | None,
 ) -> dict[str, Any]:
     others = [m for m in members if m["id"] != viewer_id]
@@ -67,7 +68,9 @@ def conversation(
     }
 
 
-def conversation_summary(row: Row, base: str, members: Sequence[Row]) -> dict[str, Any]:
+def conversation_summary(
+    row: ConversationRow, base: str, members: Sequence[UserRow]
+) -> dict[str, Any]:
     """What every member sees alike (data of conversation.* events)."""
     return {
         "id": row["id"],

@@ -10,6 +10,7 @@ from typing import Any
 from app.context import Viewer
 from app.render.groups_short import recipient_group, short_group
 from app.render.users import embedded_user, like_user, recipient_user
+from storage.rows import CommentRow, EmbeddedUserRow, FeedGroupRow, MessageRow
 
 Row = Mapping[str, Any]
 Subject = tuple[str, int]  # ("message" | "comment", id)
@@ -19,9 +20,9 @@ Subject = tuple[str, int]  # ("message" | "comment", id)
 class FeedData:
     base: str
     viewer: Viewer
-    users: Mapping[int, Row] = field(default_factory=dict)
+    users: Mapping[int, EmbeddedUserRow] = field(default_factory=dict)
     # short group rows (storage.messages.GROUPS) with viewer_role and listed
-    groups: Mapping[int, Row] = field(default_factory=dict)
+    groups: Mapping[int, FeedGroupRow] = field(default_factory=dict)
     # message id -> message-level recipient rows (user_id or group_id), in order
     recipients: Mapping[int, list[Row]] = field(default_factory=dict)
     tags: Mapping[int, list[str]] = field(default_factory=dict)
@@ -33,13 +34,13 @@ class FeedData:
     attachments: Mapping[Subject, list[dict[str, Any]]] = field(default_factory=dict)
     media_files: Mapping[Subject, list[dict[str, Any]]] = field(default_factory=dict)
     # message id -> its latest comments, oldest first
-    comments: Mapping[int, list[Row]] = field(default_factory=dict)
+    comments: Mapping[int, list[CommentRow]] = field(default_factory=dict)
     # (message id, comment id or None) -> top likes
     likes: Mapping[tuple[int, int | None], list[Row]] = field(default_factory=dict)
     # message id -> poll row
     polls: Mapping[int, Row] = field(default_factory=dict)
     # message id -> the readable message it shares
-    shared: Mapping[int, Row] = field(default_factory=dict)
+    shared: Mapping[int, MessageRow] = field(default_factory=dict)
     # message id -> its `extensions` rendered afresh (thanks announcements); others show the
     # copy stored with the message
     extensions: Mapping[int, list[dict[str, Any]]] = field(default_factory=dict)

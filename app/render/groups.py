@@ -13,6 +13,7 @@ from app.access import is_group_admin
 from app.context import Viewer
 from app.render.groups_short import short_group
 from app.render.topics import html_description
+from storage.rows import GroupRow
 
 Row = Mapping[str, Any]
 
@@ -27,15 +28,17 @@ _CHAT_DEFAULTS: dict[str, Any] = {
 }
 
 
-def role_label(role: str, user_role: str | None = None) -> str:
+def role_label(role: str | None, user_role: str | None = None) -> str:
     """The label of a membership role: Admin, Member, or External Contributor for a member
-    who is one."""
+    who is one. `role` is None only for a non-member, whom no membership form shows."""
+    if role is None:
+        raise KeyError("no membership role")  # what ROLE_LABELS[None] raised before
     if role != "admin" and user_role == "external_contributor":
         return EXTERNAL_LABEL
     return ROLE_LABELS[role]
 
 
-def viewer_flags(row: Row, viewer: Viewer) -> dict[str, Any]:
+def viewer_flags(row: GroupRow, viewer: Viewer) -> dict[str, Any]:
     """role_key and the can_* flags of the group for this viewer (in JSON key order)."""
     role = row["viewer_role"]
     member = role is not None
@@ -56,7 +59,7 @@ def viewer_flags(row: Row, viewer: Viewer) -> dict[str, Any]:
     }
 
 
-def full_group(row: Row, base: str, viewer: Viewer) -> dict[str, Any]:
+def full_group(row: GroupRow, base: str, viewer: Viewer) -> dict[str, Any]:
     """The 27-key Group (create, show, lists); chat-enabled groups add five chat keys; then
     html_description and rule_managed."""
     out = short_group(row, base)
@@ -85,7 +88,7 @@ def full_group(row: Row, base: str, viewer: Viewer) -> dict[str, Any]:
     return out
 
 
-def group_membership(row: Row, base: str, viewer: Viewer) -> dict[str, Any]:
+def group_membership(row: GroupRow, base: str, viewer: Viewer) -> dict[str, Any]:
     """An entry of GET /api/group_memberships: the viewer's membership of the group `row`."""
     return {
         "group": full_group(row, base, viewer),

@@ -12,11 +12,12 @@ from typing import Any
 
 from app.render.avatars import group_avatars
 from app.urls import group_url
+from storage.rows import ShortGroupRow
 
 Row = Mapping[str, Any]
 
 
-def short_group(row: Row, base: str) -> dict[str, Any]:
+def short_group(row: ShortGroupRow, base: str) -> dict[str, Any]:
     """`message.group` and `message.groups[]` (13 keys, as the 2017 payloads)."""
     url = group_url(base, row["id"], row["groupname"])
     return {
@@ -36,7 +37,7 @@ def short_group(row: Row, base: str) -> dict[str, Any]:
     }
 
 
-def recipient_group(row: Row, base: str) -> dict[str, Any]:
+def recipient_group(row: ShortGroupRow, base: str) -> dict[str, Any]:
     """A group in `message.recipients[]`: no groupname, plus mention_name."""
     out = short_group(row, base)
     del out["groupname"]

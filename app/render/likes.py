@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.render.times import iso
 from app.render.users import like_user
+from storage.rows import EmbeddedUserRow
 
 if TYPE_CHECKING:
     from app.render.feed import FeedData
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 Row = Mapping[str, Any]
 
 
-def like(row: Row, user: Row, base: str, viewer_id: int) -> dict[str, Any]:
+def like(row: Row, user: EmbeddedUserRow, base: str, viewer_id: int) -> dict[str, Any]:
     """`unlikable`: the viewer may remove this like (it is theirs)."""
     return _like(row, like_user(user, base), viewer_id)
 
@@ -34,7 +35,7 @@ def _like(row: Row, user: dict[str, Any], viewer_id: int) -> dict[str, Any]:
 
 
 def created_like(
-    row: Row, user: Row, base: str, viewer_id: int, parent_likes_count: int
+    row: Row, user: EmbeddedUserRow, base: str, viewer_id: int, parent_likes_count: int
 ) -> dict[str, Any]:
     out = like(row, user, base, viewer_id)
     out["parent_likes_count"] = parent_likes_count

@@ -15,6 +15,7 @@ from typing import Any
 
 from app.render.groups_short import short_group
 from app.render.users import embedded_user
+from storage.rows import EmbeddedUserRow, ShortGroupRow
 
 Row = Mapping[str, Any]
 
@@ -40,9 +41,9 @@ def meeting(
     base: str,
     *,
     type_row: Row,
-    organizer: Row,
-    group: Row | None,
-    attendees: Sequence[Row],
+    organizer: EmbeddedUserRow,
+    group: ShortGroupRow | None,
+    attendees: Sequence[EmbeddedUserRow],
 ) -> dict[str, Any]:
     return {
         "id": row["id"],

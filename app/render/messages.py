@@ -17,6 +17,7 @@ from app.render.likes import like_of
 from app.render.polls import poll
 from app.render.times import epoch, iso
 from app.urls import message_permalink, message_url
+from storage.rows import MessageRow
 
 Row = Mapping[str, Any]
 
@@ -44,11 +45,11 @@ def source(source_id: str | None, base: str) -> dict[str, str] | None:
     return out
 
 
-def _recipients(row: Row, data: FeedData) -> list[dict[str, Any]]:
+def _recipients(row: MessageRow, data: FeedData) -> list[dict[str, Any]]:
     return data.render_recipients(data.recipients.get(row["id"], ()))
 
 
-def message(row: Row, data: FeedData, *, shared: bool = False) -> dict[str, Any]:
+def message(row: MessageRow, data: FeedData, *, shared: bool = False) -> dict[str, Any]:
     """The full message. `shared=True`: the form inside another message's `shared_message`,
     without comments, likes and shared_message."""
     base, viewer = data.base, data.viewer
@@ -128,13 +129,13 @@ def message(row: Row, data: FeedData, *, shared: bool = False) -> dict[str, Any]
     return out
 
 
-def is_shareable(row: Row) -> bool:
+def is_shareable(row: MessageRow) -> bool:
     """A message can be shared (in a remark, or by another message) when it has no group or
     its group is public: sharing never carries private content out of its group."""
     return row["group_id"] is None or row["group_permission"] == "public"
 
 
-def created_message(row: Row, data: FeedData) -> dict[str, Any]:
+def created_message(row: MessageRow, data: FeedData) -> dict[str, Any]:
     """The create response: the message plus `in_origin_stream: true` (57 keys)."""
     out = message(row, data)
     out["in_origin_stream"] = True

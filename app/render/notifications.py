@@ -8,11 +8,12 @@ from typing import Any
 
 from app.render.times import iso
 from app.render.users import embedded_user
+from storage.rows import EmbeddedUserRow
 
 Row = Mapping[str, Any]
 
 
-def notification(row: Row, sender: Row | None, base: str) -> dict[str, Any]:
+def notification(row: Row, sender: EmbeddedUserRow | None, base: str) -> dict[str, Any]:
     """`row`: storage.notifications columns; `sender`: the sent_by user's BASIC row (None when
     no user sent it). notifiable_url is stored as a path under the community's base URL."""
     return {

@@ -11,6 +11,7 @@ from typing import Any
 
 from app.render.groups_short import short_group
 from app.render.times import epoch
+from storage.rows import ShortGroupRow
 from storage.streams import SYSTEM_NAMES
 
 Row = Mapping[str, Any]
@@ -34,7 +35,7 @@ def system_name(kind: str, stream_names: str) -> str | None:
 
 
 def stream(
-    row: Row, base: str, group: Row | None = None, stream_names: str = "current"
+    row: Row, base: str, group: ShortGroupRow | None = None, stream_names: str = "current"
 ) -> dict[str, Any]:
     kind = row["kind"]
     name = group["name"] if group is not None else (

@@ -12,6 +12,7 @@ from typing import Any
 
 from app.render.badges import badge as render_badge
 from app.render.users import embedded_user
+from storage.rows import EmbeddedUserRow
 
 Row = Mapping[str, Any]
 
@@ -20,8 +21,8 @@ def thanks(
     row: Row,
     base: str,
     *,
-    sender: Row,
-    recipients: Sequence[Row],
+    sender: EmbeddedUserRow,
+    recipients: Sequence[EmbeddedUserRow],
     badge: Row | None,
     announcement: dict[str, Any] | None,
 ) -> dict[str, Any]:

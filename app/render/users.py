@@ -11,6 +11,7 @@ from typing import Any
 
 from app.render.avatars import profile_photo, user_avatars
 from app.urls import user_url
+from storage.rows import EmbeddedUserRow, FullUserRow, NameRow, UserRow
 
 # contact_info keys in the order the real payloads print them; email is always present.
 CONTACT_KEYS = (
@@ -21,7 +22,7 @@ CONTACT_KEYS = (
 Row = Mapping[str, Any]
 
 
-def display_name(row: Row) -> str:
+def display_name(row: NameRow) -> str:
     name = f"{row['first_name']} {row['last_name']}".strip()
     return name or row["username"]
 
@@ -30,7 +31,7 @@ def _iso_date(value: Any) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def _interface_extras(row: Row) -> dict[str, Any]:
+def _interface_extras(row: EmbeddedUserRow) -> dict[str, Any]:
     """What interface.md lists and the captured payloads lack, after the captured keys in the
     interface's order (decisions.md). Commons keeps no out-of-office start date."""
     return {
@@ -40,13 +41,13 @@ def _interface_extras(row: Row) -> dict[str, Any]:
     }
 
 
-def embedded_user(row: Row, base: str) -> dict[str, Any]:
+def embedded_user(row: EmbeddedUserRow, base: str) -> dict[str, Any]:
     """Author of a message or comment, manager, thanks sender: the 15 captured keys, then
     first_name, last_name, out_of_office_on."""
     return {**_captured_embedded(row, base), **_interface_extras(row)}
 
 
-def _captured_embedded(row: Row, base: str) -> dict[str, Any]:
+def _captured_embedded(row: EmbeddedUserRow, base: str) -> dict[str, Any]:
     name = display_name(row)
     state = row["state"]
     return {
@@ -68,7 +69,7 @@ def _captured_embedded(row: Row, base: str) -> dict[str, Any]:
     }
 
 
-def recipient_user(row: Row, base: str) -> dict[str, Any]:
+def recipient_user(row: EmbeddedUserRow, base: str) -> dict[str, Any]:
     """The embedded user with the captured mention_name (16th), then the extras."""
     out = _captured_embedded(row, base)
     out["mention_name"] = row["username"]
@@ -76,7 +77,7 @@ def recipient_user(row: Row, base: str) -> dict[str, Any]:
     return out
 
 
-def like_user(row: Row, base: str) -> dict[str, Any]:
+def like_user(row: EmbeddedUserRow, base: str) -> dict[str, Any]:
     return {
         "id": row["id"],
         "name": display_name(row),
@@ -84,7 +85,7 @@ def like_user(row: Row, base: str) -> dict[str, Any]:
     }
 
 
-def contact_info(row: Row) -> dict[str, str]:
+def contact_info(row: UserRow) -> dict[str, str]:
     extra = row["contact_info"] or {}
     out: dict[str, str] = {}
     for key in CONTACT_KEYS:
@@ -100,11 +101,11 @@ def custom_field_values(values: Sequence[Row]) -> list[dict[str, Any]]:
 
 
 def full_user(
-    row: Row,
+    row: FullUserRow,
     base: str,
     *,
     viewer_id: int,
-    manager: Row | None,
+    manager: EmbeddedUserRow | None,
     custom_values: Sequence[Row],
 ) -> dict[str, Any]:
     """The 23 captured keys of the users index, search, followers, members (FULL row), then
@@ -126,7 +127,7 @@ def full_user(
     }
 
 
-def conversation_member(row: Row, base: str) -> dict[str, Any]:
+def conversation_member(row: UserRow, base: str) -> dict[str, Any]:
     """The compact user of conversation members."""
     extra = row["contact_info"] or {}
     return {

@@ -9,24 +9,20 @@ from urllib.parse import unquote
 from aiohttp import BodyPartReader, MultipartReader, hdrs, web
 from pydantic import BaseModel, Field
 
-from app.access import access_user
 from app.actions import attachments as actions
 from app.context import REQUEST_ID, community_of, viewer_of
 from app.errors import (
-    Forbidden,
     Invalid,
     NotFound,
     TooLarge,
     UnsupportedMediaType,
 )
 from app.images import VARIANTS
-from app.params import LOOSE, page_of, parse, path_id, read_params
+from app.params import LOOSE, parse, parse_page, path_id
 from app.render.attachments import attachment, content_url, is_image
 from app.resources import blobs_of, pool_of, settings_of
 from app.responses import created, json_response
 from app.uploads import clean_header, multipart_reader, next_part, read_chunk
-from storage import attachments
-from storage.blobs import CHUNK_SIZE, BlobNotFound, BlobStore, content_disposition
 
 UPLOAD_FIELD = "attachment"
 # Room for the multipart boundaries, part headers and small fields around the file.
@@ -53,7 +49,7 @@ def _is_upload_field(name: str | None) -> bool:
 
 
 async def _part_chunks(part: BodyPartReader) -> AsyncIterator[bytes]:
-    while chunk := await read_chunk(part, CHUNK_SIZE):
+    while chunk := await read_chunk(part, actions.READ_CHUNK):
         yield chunk
 
 
@@ -126,27 +122,22 @@ async def show_attachment(request: web.Request) -> web.Response:
     )
 
 
-async def _stream(
-    request: web.Request, blobs: BlobStore, found: actions.Variant
-) -> web.StreamResponse:
-    try:
-        async with blobs.open(found.key) as blob:
-            response = web.StreamResponse(headers={
-                hdrs.CONTENT_TYPE: found.content_type,
-                hdrs.CONTENT_DISPOSITION: content_disposition(found.filename, inline=found.inline),
-                hdrs.CACHE_CONTROL: CACHE_CONTENT,
-                "X-Content-Type-Options": "nosniff",
-                "Content-Security-Policy": "default-src 'none'; sandbox",
-                "X-Request-Id": request.get(REQUEST_ID, ""),
-            })
-            response.content_length = blob.size
-            await response.prepare(request)
-            async for chunk in blob.chunks:
-                await response.write(chunk)
-            await response.write_eof()
-            return response
-    except BlobNotFound:
-        raise NotFound("The attachment's file is missing") from None
+async def _stream(request: web.Request, found: actions.Variant) -> web.StreamResponse:
+    async with actions.open_variant(blobs_of(request), found) as blob:
+        response = web.StreamResponse(headers={
+            hdrs.CONTENT_TYPE: found.content_type,
+            hdrs.CONTENT_DISPOSITION: found.disposition,
+            hdrs.CACHE_CONTROL: CACHE_CONTENT,
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": "default-src 'none'; sandbox",
+            "X-Request-Id": request.get(REQUEST_ID, ""),
+        })
+        response.content_length = blob.size
+        await response.prepare(request)
+        async for chunk in blob.chunks:
+            await response.write(chunk)
+        await response.write_eof()
+        return response
 
 
 def _variant_path(request: web.Request) -> str:
@@ -165,7 +156,7 @@ async def download_attachment(request: web.Request) -> web.StreamResponse:
     row = await actions.access_attachment(
         pool, viewer_of(request), path_id(request, "attachment_id")
     )
-    return await _stream(request, blobs, await actions.variant_blob(pool, blobs, row, variant))
+    return await _stream(request, await actions.variant_blob(pool, blobs, row, variant))
 
 
 async def download_media_file(request: web.Request) -> web.StreamResponse:
@@ -177,7 +168,7 @@ async def download_media_file(request: web.Request) -> web.StreamResponse:
     row = await actions.access_attachment(pool, viewer_of(request), path_id(request, "id"))
     if not is_image(row):
         raise NotFound("Media file not found")
-    return await _stream(request, blobs, await actions.variant_blob(pool, blobs, row, variant))
+    return await _stream(request, await actions.variant_blob(pool, blobs, row, variant))
 
 
 async def delete_attachment(request: web.Request) -> web.Response:
@@ -190,13 +181,10 @@ async def delete_attachment(request: web.Request) -> web.Response:
 
 async def list_user_attachments(request: web.Request) -> web.Response:
     """What the user uploaded that the viewer may read, newest first."""
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     viewer = viewer_of(request)
-    pool = pool_of(request)
-    user = await access_user(pool, viewer, path_id(request, "user_id"))
-    rows = await attachments.by_uploader(
-        pool, viewer.community_id, viewer.id, viewer.is_external, user["id"],
-        page.offset, page.limit,
+    rows = await actions.user_attachments(
+        pool_of(request), viewer, path_id(request, "user_id"), page
     )
     base = community_of(request).base_url
     return json_response({"attachments": [attachment(r, base) for r in rows]})
@@ -205,18 +193,10 @@ async def list_user_attachments(request: web.Request) -> web.Response:
 async def list_group_attachments(request: web.Request) -> web.Response:
     """The attachments of the group's messages, newest first. A group the viewer cannot see is
     a 404; one they see but whose content they cannot read (private, requests allowed) a 403."""
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     viewer = viewer_of(request)
-    pool = pool_of(request)
-    group = await attachments.group_for_viewer(
-        pool, viewer.community_id, path_id(request, "group_id"), viewer.id, viewer.is_external
-    )
-    if group is None or not group["listed"]:
-        raise NotFound("Group not found")
-    if not group["readable"]:
-        raise Forbidden("Only members of this group can see its attachments")
-    rows = await attachments.by_group(
-        pool, viewer.community_id, group["id"], page.offset, page.limit
+    rows = await actions.group_attachments(
+        pool_of(request), viewer, path_id(request, "group_id"), page
     )
     base = community_of(request).base_url
     return json_response({"attachments": [attachment(r, base) for r in rows]})

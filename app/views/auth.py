@@ -9,8 +9,9 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict
 
 from app import authentication
-from app.actions.users import full_users
-from app.context import COMMUNITY, Viewer, community_of, viewer_of
+from app.actions.communities import community_by_id
+from app.actions.users import full_user_row, full_users
+from app.context import COMMUNITY, Community, Viewer, community_of, viewer_of
 from app.errors import Unauthorized
 from app.middleware import tenantless
 from app.params import parse
@@ -18,9 +19,6 @@ from app.render.community import community_summary
 from app.resources import COMMUNITIES, pool_of
 from app.responses import json_response
 from app.views.conditional import conditional
-from storage import communities as community_storage
-from storage import users
-from storage.communities import Community
 
 
 class Credentials(BaseModel):
@@ -31,8 +29,7 @@ class Credentials(BaseModel):
 
 async def _profile(request: web.Request, row: asyncpg.Record, community: Community) -> Any:
     viewer = Viewer(id=row["id"], community_id=community.id, role=row["role"], row=row)
-    full = await users.full_by_id(pool_of(request), community.id, viewer.id, viewer.id)
-    assert full is not None
+    full = await full_user_row(pool_of(request), viewer, viewer.id)
     return (await full_users(pool_of(request), viewer, [full], community.base_url))[0]
 
 
@@ -61,7 +58,7 @@ async def authenticate(request: web.Request) -> web.Response:
         rows = await authentication.check_password_everywhere(request, *credentials)
         entries = []
         for row in rows:
-            found = await community_storage.by_id(pool_of(request), row["community_id"])
+            found = await community_by_id(pool_of(request), row["community_id"])
             if found is not None:
                 entries.append(_entry(found, await _profile(request, row, found)))
         return json_response({"communities": entries})
@@ -75,8 +72,7 @@ async def authenticate(request: web.Request) -> web.Response:
 async def userinfo(request: web.Request) -> web.Response:
     viewer = viewer_of(request)
     pool = pool_of(request)
-    full = await users.full_by_id(pool, viewer.community_id, viewer.id, viewer.id)
-    assert full is not None
+    full = await full_user_row(pool, viewer, viewer.id)
     community = community_of(request)
     user = (await full_users(pool, viewer, [full], community.base_url))[0]
     # The original command-line client's sync_photos reads user.community.

@@ -7,7 +7,7 @@ from pydantic import BaseModel, Field
 
 from app.actions import chat_messages as actions
 from app.context import community_of, viewer_of
-from app.params import LOOSE, IdList, page_of, parse, path_id, query_id, read_params, since_param
+from app.params import LOOSE, IdList, PageQuery, QueryId, Since, parse, path_id
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response, no_content
 from app.views.conditional import conditional
@@ -24,12 +24,10 @@ class ChatMessageBody(BaseModel):
     chat_message: ChatMessageParams = Field(default_factory=ChatMessageParams)
 
 
-class ChatListQuery(BaseModel):
+class ChatListQuery(PageQuery):
     model_config = LOOSE
-    before: int | None = None
-    since: int | None = None
-    page: int | None = None
-    per_page: int | None = None
+    before: QueryId = None
+    since: Since = None
 
 
 async def create_chat_message(request: web.Request) -> web.Response:
@@ -47,11 +45,11 @@ async def create_chat_message(request: web.Request) -> web.Response:
 async def list_chat_messages(request: web.Request) -> web.Response:
     """Newest first, paged; `before=<id>` only older messages, `since=<epoch>` only newer."""
     group_id = path_id(request, "group_id")
-    params = await read_params(request)
-    page = page_of(params)
+    query = await parse(request, ChatListQuery)
+    page = query.paging
     rendered = await actions.list_chat_messages(
         pool_of(request), viewer_of(request), group_id, community_of(request).base_url,
-        before_id=query_id(params, "before"), since=since_param(params.get("since")),
+        before_id=query.before, since=query.since,
         offset=page.offset, limit=page.limit,
     )
     return json_response({"chat_messages": rendered})

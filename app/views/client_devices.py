@@ -14,7 +14,6 @@ from app.params import LOOSE, parse
 from app.render.client_devices import client_device
 from app.resources import pool_of
 from app.responses import json_response, no_content
-from storage.client_devices import DeviceFields
 
 MAX_TOKEN = 4096
 MAX_VERSION = 255
@@ -85,7 +84,7 @@ async def register_device(request: web.Request) -> web.Response:
     body = await parse(request, DeviceBody)
     params = body.client_device
     token = _token(body.registration_id or params.registration_id)
-    await actions.register_device(pool_of(request), viewer_of(request), DeviceFields(
+    await actions.register_device(pool_of(request), viewer_of(request), actions.DeviceFields(
         registration_id=token,
         notification_type=body.notification_type,
         platform=actions.platform_of(token, params.platform),

@@ -18,7 +18,14 @@ from app.actions import comments as actions
 from app.actions.comments import NewComment
 from app.context import community_of, viewer_of
 from app.errors import BadRequest, Invalid
-from app.params import LOOSE, IdList, PageParam, UploadedFile, page_of, parse, path_id, read_params
+from app.params import (
+    LOOSE,
+    IdList,
+    PageQuery,
+    UploadedFile,
+    parse,
+    path_id,
+)
 from app.resources import blobs_of, hub_of, pool_of, settings_of
 from app.responses import created, json_response, no_content
 from app.views.messages import OptionalInt
@@ -41,11 +48,9 @@ class CommentUpdateBody(BaseModel):
     comment: CommentParams = Field(default_factory=CommentParams)
 
 
-class CommentListQuery(BaseModel):
+class CommentListQuery(PageQuery):
     model_config = LOOSE
     likes_limit: OptionalInt = None
-    page: PageParam = None
-    per_page: PageParam = None
 
 
 async def _upload(request: web.Request, attachment: Any) -> list[int]:
@@ -86,7 +91,7 @@ async def list_comments(request: web.Request) -> web.Response:
         raise BadRequest(*exc.messages, fields=exc.fields) from None
     if query.likes_limit is not None and query.likes_limit < 0:
         raise BadRequest("likes_limit must be zero or a positive integer")
-    page = page_of(await read_params(request))
+    page = query.paging
     likes = min(query.likes_limit if query.likes_limit is not None else 100, 500)
     async with pool_of(request).acquire() as conn:
         rendered = await actions.list_comments(

@@ -13,50 +13,32 @@ any letter case) is a 422 (app.actions.content_filters.check_text).
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
-from pydantic import BaseModel, model_validator
 
+from app.actions import communities as community_actions
 from app.actions import content_filters as filter_actions
 from app.context import viewer_of
-from app.errors import NotFound
-from app.params import LOOSE, page_of, parse, path_id, read_params
+from app.params import FlatBody, parse, parse_page, path_id
 from app.render.community import community_info, content_filter
 from app.resources import pool_of, settings_of
 from app.responses import created, json_response, no_content
-from storage import community_info as info_storage
-from storage import content_filters
 
 
-class ContentFilterBody(BaseModel):
-    model_config = LOOSE
+class ContentFilterBody(FlatBody):
+    ROOT = "content_filter"
     word: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _unwrap(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("content_filter"), dict):
-            return {**data, **data["content_filter"]}
-        return data
 
 
 async def show_community_info(request: web.Request) -> web.Response:
     viewer = viewer_of(request)
-    row = await info_storage.info(
-        pool_of(request), viewer.community_id, viewer.id, viewer.is_external
-    )
-    if row is None:
-        raise NotFound("Community not found")
+    row = await community_actions.community_info(pool_of(request), viewer)
     body = community_info(row, attachment_max_bytes=settings_of(request).max_upload_bytes)
     return json_response({"community": body})
 
 
 async def list_content_filters(request: web.Request) -> web.Response:
-    page = page_of(await read_params(request))
-    rows = await content_filters.list_filters(
-        pool_of(request), viewer_of(request).community_id, page.offset, page.limit
-    )
+    page = await parse_page(request)
+    rows = await filter_actions.list_filters(pool_of(request), viewer_of(request), page)
     return json_response({"content_filters": [content_filter(r) for r in rows]})
 
 

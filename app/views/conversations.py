@@ -7,28 +7,25 @@ from typing import Annotated, Any
 from aiohttp import web
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from app.access import access_conversation
 from app.actions import conversations as actions
 from app.actions.remarks import Remark, Uploads, post_remark, render_activities
 from app.context import community_of, viewer_of
-from app.errors import NotFound
 from app.params import (
     LOOSE,
     IdList,
     OptionalId,
+    PageQuery,
     UploadedFile,
     as_list,
     flag,
-    page_of,
     parse,
+    parse_page,
     path_id,
-    read_params,
 )
 from app.render.users import conversation_member
 from app.resources import blobs_of, hub_of, pool_of, settings_of
 from app.responses import created, json_response, no_content
 from app.views.conditional import conditional
-from storage import activities, conversations
 
 
 def _blank_to_none(value: Any) -> Any:
@@ -111,12 +108,10 @@ class MembersBody(BaseModel):
             else self.conversation.members_emails
 
 
-class ConversationListQuery(BaseModel):
+class ConversationListQuery(PageQuery):
     model_config = LOOSE
     unread: str | None = None
     hidden: str | None = None
-    page: int | None = None
-    per_page: int | None = None
 
 
 
@@ -135,13 +130,11 @@ async def _conversation(request: web.Request, conversation_id: int) -> web.Respo
 async def list_conversations(request: web.Request) -> web.Response:
     """Latest activity first; `unread=true` only unread ones; `hidden=true` only hidden ones
     (hidden conversations are left out otherwise)."""
-    params = await read_params(request)
-    page = page_of(params)
+    query = await parse(request, ConversationListQuery)
     viewer = viewer_of(request)
     pool = pool_of(request)
-    rows = await conversations.list_for_user(
-        pool, viewer.community_id, viewer.id, unread_only=flag(params.get("unread")),
-        hidden=flag(params.get("hidden")), offset=page.offset, limit=page.limit,
+    rows = await actions.list_conversations(
+        pool, viewer, query.paging, unread_only=flag(query.unread), hidden=flag(query.hidden)
     )
     rendered = await actions.render_conversations(
         pool, viewer, rows, community_of(request).base_url
@@ -177,10 +170,10 @@ async def update_conversation(request: web.Request) -> web.Response:
 
 
 async def list_members(request: web.Request) -> web.Response:
-    page = page_of(await read_params(request))
-    pool = pool_of(request)
-    row = await access_conversation(pool, viewer_of(request), path_id(request, "conversation_id"))
-    rows = await conversations.list_members(pool, row["id"], page.offset, page.limit)
+    page = await parse_page(request)
+    rows = await actions.list_members(
+        pool_of(request), viewer_of(request), path_id(request, "conversation_id"), page
+    )
     base = community_of(request).base_url
     return json_response({"users": [conversation_member(r, base) for r in rows]})
 
@@ -205,12 +198,12 @@ async def leave_conversation(request: web.Request) -> web.Response:
 
 async def list_activities(request: web.Request) -> web.Response:
     """Newest first, paged."""
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     pool = pool_of(request)
     viewer = viewer_of(request)
-    row = await access_conversation(pool, viewer, path_id(request, "conversation_id"))
-    rows = await activities.page(pool, row["id"], page.offset, page.limit,
-                                 row["visible_from_activity_id"])
+    rows = await actions.list_activities(
+        pool, viewer, path_id(request, "conversation_id"), page
+    )
     rendered = await render_activities(pool, viewer, rows, community_of(request).base_url)
     return json_response({"activities": rendered})
 
@@ -218,13 +211,9 @@ async def list_activities(request: web.Request) -> web.Response:
 async def show_activity(request: web.Request) -> web.Response:
     pool = pool_of(request)
     viewer = viewer_of(request)
-    conversation = await access_conversation(
-        pool, viewer, path_id(request, "conversation_id")
+    row = await actions.activity(
+        pool, viewer, path_id(request, "conversation_id"), path_id(request, "id")
     )
-    row = await activities.by_id(pool, conversation["id"], path_id(request, "id"))
-    # one added to a one-to-one conversation does not see what the two said before
-    if row is None or row["id"] < conversation["visible_from_activity_id"]:
-        raise NotFound("Activity not found")
     rendered = await render_activities(pool, viewer, [row], community_of(request).base_url)
     return json_response({"activity": rendered[0]})
 

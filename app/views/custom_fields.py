@@ -2,45 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field
 
 from app.actions import custom_fields as actions
 from app.context import viewer_of
-from app.errors import NotFound
-from app.params import parse, path_id
+from app.params import FlatBody, parse, path_id
 from app.render.custom_fields import custom_field
 from app.resources import pool_of
 from app.responses import created, json_response, no_content
-from storage import custom_fields
 
 
-class CustomFieldBody(BaseModel):
-    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+class CustomFieldBody(FlatBody):
+    ROOT = "custom_field"
     name: str | None = Field(None, max_length=100)
     order: int | None = Field(None, ge=0, le=1_000_000)
 
-    @model_validator(mode="before")
-    @classmethod
-    def unwrap(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("custom_field"), dict):
-            return {**data, **data["custom_field"]}
-        return data
-
 
 async def list_fields(request: web.Request) -> web.Response:
-    rows = await custom_fields.list_fields(pool_of(request), viewer_of(request).community_id)
+    rows = await actions.list_fields(pool_of(request), viewer_of(request))
     return json_response({"custom_fields": [custom_field(r) for r in rows]})
 
 
 async def show_field(request: web.Request) -> web.Response:
-    row = await custom_fields.by_id(
-        pool_of(request), viewer_of(request).community_id, path_id(request, "id")
-    )
-    if row is None:
-        raise NotFound("Custom field not found")
+    row = await actions.field(pool_of(request), viewer_of(request), path_id(request, "id"))
     return json_response({"custom_field": custom_field(row)})
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from aiohttp import web
-from pydantic import BaseModel, BeforeValidator, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, Field
 
 from app.access import require_admin
 from app.actions import external_systems as actions
@@ -21,12 +21,11 @@ from app.context import community_of, viewer_of
 from app.middleware import public
 from app.params import (
     LOOSE,
-    PageQuery,
+    RootedBody,
     UploadedFile,
-    page_of,
     parse,
+    parse_page,
     path_id,
-    read_params,
 )
 from app.render.external_systems import created_external_system, external_system
 from app.resources import LIMITER, blobs_of, hub_of, pool_of, settings_of
@@ -69,22 +68,14 @@ class ExternalSystemParams(BaseModel):
         return data if isinstance(data, UploadedFile) else None
 
 
-class ExternalSystemBody(BaseModel):
-    model_config = LOOSE
+class ExternalSystemBody(RootedBody):
+    ROOT = "external_system"
     external_system: ExternalSystemParams = Field(default_factory=ExternalSystemParams)
-
-    @model_validator(mode="before")
-    @classmethod
-    def unwrap(cls, data: Any) -> Any:
-        if isinstance(data, dict) and not isinstance(data.get("external_system"), dict):
-            return {"external_system": data}
-        return data
 
 
 
 async def list_external_systems(request: web.Request) -> web.Response:
-    await parse(request, PageQuery)
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     rows = await actions.list_systems(pool_of(request), viewer_of(request), page)
     base = community_of(request).base_url
     return json_response({"external_systems": [external_system(r, base) for r in rows]})

@@ -7,34 +7,32 @@ from typing import Any
 
 from aiohttp import web
 
-from app.access import access_user
 from app.actions import follows as actions
+from app.actions import users as user_actions
 from app.actions.users import full_users
 from app.context import community_of, viewer_of
-from app.params import page_of, path_id, read_params
+from app.params import parse_page, path_id
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response, no_content
-from storage import users
 
 Lister = Callable[..., Awaitable[list[Any]]]
 
 
 async def _list(request: web.Request, lister: Lister) -> web.Response:
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     viewer = viewer_of(request)
     pool = pool_of(request)
-    user = await access_user(pool, viewer, path_id(request, "user_id"))
-    rows = await lister(pool, viewer.community_id, viewer.id, user["id"], page.offset, page.limit)
+    rows = await lister(pool, viewer, path_id(request, "user_id"), page)
     rendered = await full_users(pool, viewer, rows, community_of(request).base_url)
     return json_response({"users": rendered})
 
 
 async def list_followers(request: web.Request) -> web.Response:
-    return await _list(request, users.followers)
+    return await _list(request, user_actions.followers)
 
 
 async def list_following(request: web.Request) -> web.Response:
-    return await _list(request, users.following)
+    return await _list(request, user_actions.following)
 
 
 async def follow(request: web.Request) -> web.Response:
@@ -42,8 +40,7 @@ async def follow(request: web.Request) -> web.Response:
     user_id = path_id(request, "user_id")
     pool = pool_of(request)
     await actions.follow(pool, viewer, user_id, hub_of(request))
-    row = await users.full_by_id(pool, viewer.community_id, viewer.id, user_id)
-    assert row is not None
+    row = await user_actions.full_user_row(pool, viewer, user_id)
     rendered = await full_users(pool, viewer, [row], community_of(request).base_url)
     return created({"user": rendered[0]})
 

@@ -20,13 +20,21 @@ from pydantic import BaseModel, Field, model_validator
 from app.access import access_group, access_user
 from app.actions import groups as actions
 from app.context import community_of, viewer_of
-from app.params import LOOSE, OptionalId, Page, QueryFlag, page_of, parse, path_id, read_params
+from app.params import (
+    LOOSE,
+    OptionalId,
+    Page,
+    PageQuery,
+    QueryFlag,
+    parse,
+    parse_page,
+    path_id,
+)
 from app.render.groups import full_group
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response, no_content
-from storage import groups
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound=PageQuery)
 PERMISSION = "^(public|private|external_contributor)$"
 
 
@@ -68,43 +76,31 @@ class GroupUpdateBody(BaseModel):
     group: GroupParams = Field(default_factory=GroupParams)
 
 
-class GroupListQuery(BaseModel):
+class GroupListQuery(PageQuery):
     model_config = LOOSE
     can_join_only: QueryFlag = False
     can_request_membership_only: QueryFlag = False
     include_private_requestable_groups: QueryFlag = False
     q: str = Field("", max_length=500)
     user_id: OptionalId = None
-    page: int | None = None
-    per_page: int | None = None
 
 
-class GroupSearchQuery(BaseModel):
+class GroupSearchQuery(PageQuery):
     model_config = LOOSE
     q: str = Field("", max_length=500)
-    page: int | None = None
-    per_page: int | None = None
 
 
-class MutualQuery(BaseModel):
+class MutualQuery(PageQuery):
     model_config = LOOSE
     user_id: int
     other_user_id: OptionalId = None
-    page: int | None = None
-    per_page: int | None = None
-
-
-class PagingQuery(BaseModel):
-    model_config = LOOSE
-    page: int | None = None
-    per_page: int | None = None
 
 
 async def parse_listing(request: web.Request, model: type[M]) -> tuple[M, Page]:
-    """A list's parameters and its page; a malformed page or per_page is a 400 (checked first,
-    before the model would call it a 422)."""
-    page = page_of(await read_params(request))
-    return await parse(request, model), page
+    """A list's parameters and its page; a malformed page or per_page is a 400 (whatever else
+    the model would call a 422)."""
+    query = await parse(request, model)
+    return query, query.paging
 
 
 def _render(request: web.Request, rows: list[Any]) -> list[dict[str, Any]]:
@@ -124,12 +120,12 @@ async def _list(
     tsquery = actions.name_tsquery(query.q)
     if tsquery is None and query.q.strip():
         return json_response({"groups": []})  # a q with no word in it matches nothing
-    rows = await groups.list_groups(
-        pool_of(request), viewer.community_id, viewer.id, viewer.is_external,
+    rows = await actions.list_groups(
+        pool_of(request), viewer, page,
         include_requestable=query.include_private_requestable_groups,
         can_join_only=query.can_join_only,
         can_request_only=query.can_request_membership_only,
-        tsquery=tsquery, member_ids=member_ids, offset=page.offset, limit=page.limit,
+        tsquery=tsquery, member_ids=member_ids,
     )
     return json_response({"groups": _render(request, rows)})
 
@@ -159,9 +155,8 @@ async def search_groups(request: web.Request) -> web.Response:
     if tsquery is None:
         return json_response({"groups": []})
     viewer = viewer_of(request)
-    rows = await groups.list_groups(
-        pool_of(request), viewer.community_id, viewer.id, viewer.is_external,
-        include_requestable=True, tsquery=tsquery, offset=page.offset, limit=page.limit,
+    rows = await actions.list_groups(
+        pool_of(request), viewer, page, include_requestable=True, tsquery=tsquery
     )
     return json_response({"groups": _render(request, rows)})
 
@@ -174,20 +169,14 @@ async def mutual_groups(request: web.Request) -> web.Response:
     first = await access_user(pool, viewer, query.user_id)
     second_id = query.other_user_id if query.other_user_id is not None else viewer.id
     second = await access_user(pool, viewer, second_id)
-    rows = await groups.list_groups(
-        pool, viewer.community_id, viewer.id, viewer.is_external,
-        member_ids=[first["id"], second["id"]], offset=page.offset, limit=page.limit,
-    )
+    rows = await actions.list_groups(pool, viewer, page, member_ids=[first["id"], second["id"]])
     return json_response({"groups": _render(request, rows)})
 
 
 async def pinned_groups(request: web.Request) -> web.Response:
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     viewer = viewer_of(request)
-    rows = await groups.pinned(
-        pool_of(request), viewer.community_id, viewer.id, viewer.is_external, page.offset,
-        page.limit,
-    )
+    rows = await actions.pinned_groups(pool_of(request), viewer, page)
     return json_response({"groups": _render(request, rows)})
 
 

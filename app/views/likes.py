@@ -11,13 +11,12 @@ from __future__ import annotations
 from aiohttp import web
 
 from app.actions import likes as actions
-from app.actions.users import full_users
+from app.actions.users import basic_user, full_users
 from app.context import community_of, viewer_of
-from app.params import page_of, path_id, read_params
+from app.params import parse_page, path_id
 from app.render.likes import created_like, like
 from app.resources import pool_of
 from app.responses import created, json_response, no_content
-from storage import users
 
 
 def _comment_id(request: web.Request) -> int | None:
@@ -29,7 +28,7 @@ async def create_like(request: web.Request) -> web.Response:
     pool = pool_of(request)
     result = await actions.like(pool, viewer, path_id(request, "message_id"),
                                 _comment_id(request))
-    user = await users.by_id(pool, viewer.community_id, viewer.id)
+    user = await basic_user(pool, viewer, viewer.id)
     assert user is not None
     body = {"like": created_like(result.row, user, community_of(request).base_url, viewer.id,
                                  result.parent_likes_count)}
@@ -37,7 +36,7 @@ async def create_like(request: web.Request) -> web.Response:
 
 
 async def list_likes(request: web.Request) -> web.Response:
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     viewer = viewer_of(request)
     async with pool_of(request).acquire() as conn:
         rows = await actions.likers(conn, viewer, path_id(request, "message_id"),
@@ -51,7 +50,7 @@ async def show_like(request: web.Request) -> web.Response:
     async with pool_of(request).acquire() as conn:
         row = await actions.access_like(conn, viewer, path_id(request, "message_id"),
                                         _comment_id(request), path_id(request, "id"))
-        user = await users.by_id(conn, viewer.community_id, row["user_id"])
+        user = await basic_user(conn, viewer, row["user_id"])
     assert user is not None
     return json_response({"like": like(row, user, community_of(request).base_url, viewer.id)})
 

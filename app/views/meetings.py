@@ -27,7 +27,6 @@ from app.params import LOOSE, IdList, OptionalId, parse, path_id
 from app.render.meetings import meeting_type
 from app.resources import pool_of
 from app.responses import created, json_response
-from storage import meetings
 
 
 class MeetingParams(BaseModel):
@@ -56,7 +55,7 @@ class MeetingBody(BaseModel):
 
 
 async def list_meeting_types(request: web.Request) -> web.Response:
-    rows = await meetings.list_types(pool_of(request), viewer_of(request).community_id)
+    rows = await actions.meeting_types(pool_of(request), viewer_of(request))
     return json_response({"meetings": [meeting_type(r) for r in rows]})
 
 

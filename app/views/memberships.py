@@ -22,21 +22,19 @@ from typing import Annotated, Any, Literal
 from aiohttp import web
 from pydantic import BaseModel, BeforeValidator, Field
 
-from app.access import access_group, is_group_admin
 from app.actions import memberships as actions
 from app.actions.users import full_users
-from app.context import Viewer, community_of, viewer_of
-from app.errors import Forbidden
+from app.context import community_of, viewer_of
 from app.params import (
     LOOSE,
     OptionalId,
     OptionalStr,
+    PageQuery,
     QueryFlag,
     as_list,
-    page_of,
     parse,
+    parse_page,
     path_id,
-    read_params,
 )
 from app.render.groups import (
     group_membership,
@@ -48,7 +46,6 @@ from app.render.groups import (
 from app.resources import hub_of, pool_of, presence_of
 from app.responses import created, json_response, no_content
 from app.views.groups import parse_listing
-from storage import groups, memberships
 
 
 def _lower(value: Any) -> Any:
@@ -97,20 +94,16 @@ class RemoveMemberQuery(BaseModel):
     user_id: int
 
 
-class MembersQuery(BaseModel):
+class MembersQuery(PageQuery):
     model_config = LOOSE
     role: Role = "member"
     separate_roles: QueryFlag = False
     send_user_presence: QueryFlag = False
-    page: int | None = None
-    per_page: int | None = None
 
 
-class MembershipsQuery(BaseModel):
+class MembershipsQuery(PageQuery):
     model_config = LOOSE
     separate_roles: QueryFlag = False
-    page: int | None = None
-    per_page: int | None = None
 
 
 async def _users(request: web.Request, rows: list[Any]) -> list[dict[str, Any]]:
@@ -122,17 +115,11 @@ async def _member_json(request: web.Request, row: Any) -> dict[str, Any]:
     return membership_with_user(row, (await _users(request, [row]))[0])
 
 
-def _require_readable(viewer: Viewer, group: Any) -> None:
-    if not (group["readable"] or is_group_admin(viewer, group)):
-        raise Forbidden("Only members can list the members of this group")
-
-
 async def list_my_memberships(request: web.Request) -> web.Response:
     """GET /api/group_memberships: the viewer's groups, by name, with their role in each."""
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     viewer = viewer_of(request)
-    rows = await groups.of_viewer(pool_of(request), viewer.community_id, viewer.id,
-                                  page.offset, page.limit)
+    rows = await actions.my_memberships(pool_of(request), viewer, page)
     base = community_of(request).base_url
     return json_response({"group_memberships": [group_membership(r, base, viewer) for r in rows]})
 
@@ -140,13 +127,9 @@ async def list_my_memberships(request: web.Request) -> web.Response:
 async def list_members(request: web.Request) -> web.Response:
     query, page = await parse_listing(request, MembersQuery)
     viewer = viewer_of(request)
-    pool = pool_of(request)
-    group = await access_group(pool, viewer, path_id(request, "group_id"))
-    if query.role != "admin":
-        _require_readable(viewer, group)
-    rows = await memberships.list_members(
-        pool, viewer.community_id, viewer.id, group["id"], admins_only=query.role == "admin",
-        admins_first=query.separate_roles, offset=page.offset, limit=page.limit,
+    rows = await actions.list_members(
+        pool_of(request), viewer, path_id(request, "group_id"), page,
+        admins_only=query.role == "admin", admins_first=query.separate_roles,
     )
     users = await _users(request, rows)
     if query.send_user_presence:
@@ -161,12 +144,9 @@ async def list_memberships(request: web.Request) -> web.Response:
     """GET /api/groups/:group_id/memberships: group_id is an id or a groupname."""
     query, page = await parse_listing(request, MembershipsQuery)
     viewer = viewer_of(request)
-    pool = pool_of(request)
-    group = await access_group(pool, viewer, request.match_info["group_id"])
-    _require_readable(viewer, group)
-    rows = await memberships.list_members(
-        pool, viewer.community_id, viewer.id, group["id"], admins_only=False,
-        admins_first=query.separate_roles, offset=page.offset, limit=page.limit,
+    rows = await actions.list_members(
+        pool_of(request), viewer, request.match_info["group_id"], page,
+        admins_first=query.separate_roles,
     )
     rendered = await _users(request, rows)
     return json_response({"group_memberships": [
@@ -237,12 +217,10 @@ async def cancel_membership_request(request: web.Request) -> web.Response:
 
 async def list_membership_requests(request: web.Request) -> web.Response:
     """Group admins: pending requests, oldest first."""
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     viewer = viewer_of(request)
-    pool = pool_of(request)
-    group = await access_group(pool, viewer, path_id(request, "group_id"), admin=True)
-    rows = await memberships.list_requests(
-        pool, viewer.community_id, viewer.id, group["id"], page.offset, page.limit
+    rows = await actions.membership_requests(
+        pool_of(request), viewer, path_id(request, "group_id"), page
     )
     rendered = await _users(request, rows)
     return json_response({"membership_requests": [

@@ -9,39 +9,31 @@ unless stream_id names another; tag (without stream_id) searches the whole compa
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Annotated, Any
 
 from aiohttp import web
 from pydantic import BaseModel, BeforeValidator, Field
 
-from app.access import access_stream, access_user
+from app.access import access_user
+from app.actions import message_lists as lists
 from app.actions import messages as actions
+from app.actions.message_lists import MessageQuery
 from app.actions.messages import API_MESSAGE_TYPES, Limits, MessageChanges, NewMessage
-from app.context import Viewer, community_of, viewer_of
-from app.errors import BadRequest, Invalid, NotFound
+from app.context import community_of, viewer_of
+from app.errors import BadRequest, Invalid
 from app.params import (
     LOOSE,
+    BodyId,
     IdList,
     OptionalId,
-    PageParam,
-    page_of,
-    param_id,
+    PageQuery,
+    Since,
     parse,
     path_id,
-    read_params,
-    since_param,
 )
-from app.render.messages import created_message
 from app.resources import blobs_of, hub_of, pool_of
 from app.responses import created, json_response, no_content
 from app.views.conditional import conditional_messages
-from storage import external_systems
-from storage import messages as message_storage
-from storage import streams as stream_storage
-from storage import topics as topic_storage
-from storage.db import Conn
-from storage.messages import MessageQuery
 
 MAX_BODY = 50_000
 
@@ -80,11 +72,11 @@ class MessageUpdateBody(BaseModel):
     message: MessageParams = Field(default_factory=MessageParams)
 
 
-class MessageListQuery(BaseModel):
+class MessageListQuery(PageQuery):
     """Parameters of every message list."""
 
     model_config = LOOSE
-    since: OptionalInt = None
+    since: Since = None
     stream_id: OptionalId = None
     user_id: OptionalId = None
     external_system_id: OptionalId = None
@@ -92,8 +84,6 @@ class MessageListQuery(BaseModel):
     comments_limit: OptionalInt = None
     likes_limit: OptionalInt = None
     comment_likes_limit: OptionalInt = None
-    page: PageParam = None
-    per_page: PageParam = None
 
 
 class SearchQuery(MessageListQuery):
@@ -102,7 +92,7 @@ class SearchQuery(MessageListQuery):
 
 class HideMessageBody(BaseModel):
     model_config = LOOSE
-    message_id: OptionalId = None
+    message_id: BodyId = None
 
 
 # --- parameters ------------------------------------------------------------------------------
@@ -197,13 +187,7 @@ async def render_created(request: web.Request, message_id: int) -> dict[str, Any
     pool = pool_of(request)
     base = community_of(request).base_url
     async with pool.acquire() as conn:
-        row = await message_storage.by_id(
-            conn, viewer.community_id, viewer.id, viewer.is_external, message_id
-        )
-        if row is None:
-            raise NotFound("Message not found")
-        data = await actions.load_feed(conn, viewer, [row], base)
-    return created_message(row, data)
+        return await actions.render_created(conn, viewer, message_id, base)
 
 
 async def _render_one(
@@ -216,28 +200,9 @@ async def _render_one(
         )
 
 
-async def _stream_query(conn: Conn, viewer: Viewer, stream_id: int) -> MessageQuery:
-    stream = await access_stream(conn, viewer, stream_id)
-    return query_of_stream(stream)
-
-
-def query_of_stream(stream: Any) -> MessageQuery:
-    if stream["kind"] == "group":
-        return MessageQuery(group_id=stream["group_id"])
-    if stream["kind"] in message_storage.STREAM_KINDS:
-        return MessageQuery(stream=stream["kind"],
-                            sticky_first=stream["kind"] in ("home", "company"))
-    raise NotFound("Stream not found")
-
-
 def _narrowed(scope: MessageQuery, query: MessageListQuery, **extra: Any) -> MessageQuery:
     """The scope plus the filters every list takes (since, tag) and `extra` fields."""
-    changes: dict[str, Any] = dict(extra)
-    if query.since is not None:
-        changes["since"] = since_param(query.since)
-    if query.tag is not None:
-        changes["topic"] = topic_storage.normalize(query.tag)
-    return replace(scope, **changes)
+    return lists.narrowed(scope, since=query.since, tag=query.tag, **extra)
 
 
 # --- lists -----------------------------------------------------------------------------------
@@ -259,31 +224,27 @@ async def list_messages(request: web.Request) -> web.Response:
     Company stream's messages with that topic); user_id / external_system_id narrow the chosen
     stream, or alone every readable message to that author / system."""
     query = await _list_query(request)
-    params = await read_params(request)
     viewer = viewer_of(request)
     pool = pool_of(request)
-    first = page_of(params).page == 1
+    first = query.paging.page == 1
     if query.tag is not None:
-        scope = MessageQuery(stream="company")
+        scope = lists.COMPANY
     elif query.stream_id is not None:
-        async with pool.acquire() as conn:
-            stream = await access_stream(conn, viewer, query.stream_id)
-            if first:
-                await stream_storage.mark_read(conn, viewer.community_id, viewer.id, stream["id"])
-        scope = query_of_stream(stream)
+        stream = await lists.open_stream(pool, viewer, query.stream_id, mark_read=first)
+        scope = lists.query_of_stream(stream)
     elif query.user_id is not None or query.external_system_id is not None:
-        scope = MessageQuery()
+        scope = lists.EVERYTHING
     else:
-        scope = MessageQuery(stream="home", sticky_first=True)
+        scope = lists.HOME
         if first:
-            await stream_storage.mark_kind_read(pool, viewer.community_id, viewer.id, "home")
+            await lists.mark_home_read(pool, viewer)
     return await _respond_with(request, query, scope, _narrowing(query))
 
 
 async def _respond_with(
     request: web.Request, query: MessageListQuery, scope: MessageQuery, extra: dict[str, Any]
 ) -> web.Response:
-    page = page_of(await read_params(request))
+    page = query.paging
     result = await actions.list_messages(
         pool_of(request), viewer_of(request), community_of(request).base_url,
         _narrowed(scope, query, **extra), page=page.page, per_page=page.per_page,
@@ -298,13 +259,12 @@ async def stream_messages(request: web.Request) -> web.Response:
     query = await _list_query(request)
     viewer = viewer_of(request)
     stream_id = path_id(request, "stream_id")
-    async with pool_of(request).acquire() as conn:
-        stream = await access_stream(conn, viewer, stream_id)
-        if query.tag is None and page_of(await read_params(request)).page == 1:
-            await stream_storage.mark_read(conn, viewer.community_id, viewer.id, stream["id"])
+    first = query.paging.page == 1
+    stream = await lists.open_stream(pool_of(request), viewer, stream_id,
+                                     mark_read=query.tag is None and first)
     # `tag` overrides stream_id (interface.md), the path's too: the stream must still be one
     # the viewer has, and is then not marked read
-    scope = MessageQuery(stream="company") if query.tag is not None else query_of_stream(stream)
+    scope = lists.COMPANY if query.tag is not None else lists.query_of_stream(stream)
     return await _respond_with(request, query, scope, _narrowing(query))
 
 
@@ -314,15 +274,9 @@ async def group_messages(request: web.Request) -> web.Response:
     query = await _list_query(request)
     viewer = viewer_of(request)
     group_id = path_id(request, "group_id")
-    async with pool_of(request).acquire() as conn:
-        group = await message_storage.group_for_posting(
-            conn, viewer.community_id, viewer.id, viewer.is_external, group_id
-        )
-        if group is None or not group["readable"]:
-            raise NotFound("Group not found")
-        if page_of(await read_params(request)).page == 1:
-            await stream_storage.mark_group_read(conn, viewer.community_id, viewer.id, group_id)
-    return await _respond_with(request, query, MessageQuery(group_id=group_id), {})
+    scope = await lists.open_group(pool_of(request), viewer, group_id,
+                                   mark_read=query.paging.page == 1)
+    return await _respond_with(request, query, scope, {})
 
 
 async def _stream_param_scope(
@@ -331,9 +285,8 @@ async def _stream_param_scope(
     """The stream_id stream, else every message the viewer may read (an author's or a system's
     messages are theirs even when the system keeps out of the Company stream)."""
     if query.stream_id is None or query.tag is not None:  # tag overrides stream_id
-        return MessageQuery()
-    async with pool_of(request).acquire() as conn:
-        return await _stream_query(conn, viewer_of(request), query.stream_id)
+        return lists.EVERYTHING
+    return await lists.stream_query(pool_of(request), viewer_of(request), query.stream_id)
 
 
 @conditional_messages
@@ -353,11 +306,7 @@ async def external_system_messages(request: web.Request) -> web.Response:
     (matched on messages.external_system_id), narrowed by stream_id, user_id, since and tag."""
     query = await _list_query(request)
     system_id = path_id(request, "external_system_id")
-    if await external_systems.by_id(
-        pool_of(request), viewer_of(request).community_id, system_id
-    ) is None:
-        # another community's system (or none): a 404, not an empty list that confirms the id
-        raise NotFound("External system not found")
+    await lists.access_external_system(pool_of(request), viewer_of(request), system_id)
     scope = await _stream_param_scope(request, query)
     return await _respond_with(request, query, scope,
                                {**_narrowing(query), "external_system_id": system_id})
@@ -371,12 +320,9 @@ async def search_messages(request: web.Request) -> web.Response:
         query = await parse(request, SearchQuery)
     except Invalid as exc:
         raise BadRequest(*exc.messages, fields=exc.fields) from None
-    page_of(await read_params(request))
     if not query.q.strip():
         return json_response({"messages": [], "messages_next_page": None})
-    return await _respond_with(
-        request, query, MessageQuery(stream="company", search=query.q.strip()), {}
-    )
+    return await _respond_with(request, query, lists.search(query.q.strip()), {})
 
 
 # --- one message -----------------------------------------------------------------------------
@@ -398,10 +344,7 @@ async def create_stream_message(request: web.Request) -> web.Response:
     body = await parse(request, MessageCreateBody)
     viewer = viewer_of(request)
     pool = pool_of(request)
-    stream = await access_stream(pool, viewer, path_id(request, "stream_id"))
-    group_id = stream["group_id"] if stream["kind"] == "group" else None
-    if stream["kind"] not in ("group", *message_storage.STREAM_KINDS):
-        raise NotFound("Stream not found")
+    group_id = await lists.group_of_stream(pool, viewer, path_id(request, "stream_id"))
     message_id = await actions.create_message(
         pool, viewer, community_of(request).base_url, new_message(body.message, group_id=group_id),
         hub_of(request),
@@ -437,8 +380,7 @@ async def delete_message(request: web.Request) -> web.Response:
 async def hide_message(request: web.Request) -> web.Response:
     """POST /api/groups/:id/hide_message (message_id): 200 with the message (hidden: true)."""
     group_id = path_id(request, "id")
-    params = await read_params(request)
-    message_id = param_id(params, "message_id")
+    message_id = (await parse(request, HideMessageBody)).message_id
     if message_id is None:
         raise Invalid.field("message_id", "can't be blank")
     viewer = viewer_of(request)

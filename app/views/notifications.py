@@ -2,40 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from aiohttp import web
-from pydantic import BaseModel, BeforeValidator
+from pydantic import BeforeValidator
 
 from app.actions import notifications as actions
+from app.actions.notifications import Filter
 from app.context import community_of, viewer_of
-from app.params import LOOSE, PageParam, page_of, parse, path_id, read_params
+from app.params import LOOSE, PageQuery, parse, path_id
 from app.resources import hub_of, pool_of
 from app.responses import json_response, no_content
 from app.views.conditional import conditional
-
-Filter = Literal[
-    "thanks", "groups", "at_mentions", "broadcast", "replies", "projects", "followers",
-    "town_halls",
-]
 
 
 def _blank_to_none(value: Any) -> Any:
     return None if isinstance(value, str) and not value.strip() else value
 
 
-class NotificationListQuery(BaseModel):
+class NotificationListQuery(PageQuery):
     """page, per_page (default 20, at most 500) and filter (one of the eight kinds)."""
 
     model_config = LOOSE
-    page: PageParam = None
-    per_page: PageParam = None
     filter: Annotated[Filter | None, BeforeValidator(_blank_to_none)] = None
 
 
 async def _list(request: web.Request, filter_: str | None) -> web.Response:
     query = await parse(request, NotificationListQuery)
-    page = page_of(await read_params(request))
+    page = query.paging
     rendered = await actions.list_notifications(
         pool_of(request), viewer_of(request), community_of(request).base_url,
         filter_ if filter_ is not None else query.filter, page.offset, page.limit,

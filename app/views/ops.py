@@ -13,18 +13,16 @@ import html
 import importlib.metadata
 import ipaddress
 import logging
-from datetime import timedelta
 from typing import Any
 
 from aiohttp import web
 
 from app import metrics
+from app.actions.health import postgres_readiness, worker_figures
 from app.errors import Forbidden
 from app.middleware import tenantless
 from app.resources import POOL, REDIS, SETTINGS
 from app.responses import json_response
-from migrations import discover
-from storage import heartbeats
 
 log = logging.getLogger("commons.ops")
 
@@ -48,19 +46,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def _check_postgres(request: web.Request) -> tuple[str | None, list[dict[str, Any]]]:
     """(reason it is not ready or None, recent worker heartbeats)."""
-    names = [m.name for m in discover()]
-    try:
-        async with asyncio.timeout(PROBE_TIMEOUT):
-            async with request.app[POOL].acquire() as conn:
-                pending = await heartbeats.pending_migrations(conn, names)
-                workers = await heartbeats.recent(conn, timedelta(minutes=10))
-    except (TimeoutError, OSError) as exc:
-        return f"postgres: unreachable ({type(exc).__name__})", []
-    except Exception as exc:  # asyncpg's errors: the database answered but badly
-        return f"postgres: {type(exc).__name__}", []
-    if pending:
-        return f"migrations: {len(pending)} not applied (first {pending[0]})", workers
-    return None, workers
+    return await postgres_readiness(request.app[POOL], PROBE_TIMEOUT)
 
 
 async def _check_redis(request: web.Request) -> str | None:
@@ -147,8 +133,7 @@ async def metrics_view(request: web.Request) -> web.Response:
     try:
         async with asyncio.timeout(PROBE_TIMEOUT):
             async with request.app[POOL].acquire() as conn:
-                depth = await heartbeats.push_queue_depth(conn)
-                workers = await heartbeats.recent(conn, timedelta(minutes=10))
+                depth, workers = await worker_figures(conn)
         extra = metrics.database_families(depth, workers)
     except Exception as exc:  # the process's own numbers are still worth answering with
         log.warning("metrics: database figures unavailable: %s", type(exc).__name__)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from aiohttp import web
-from pydantic import BaseModel, BeforeValidator, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, Field
 
 from app.access import require_admin
 from app.actions import reach_extensions as actions
@@ -19,13 +19,12 @@ from app.errors import Invalid
 from app.params import (
     LOOSE,
     OptionalId,
-    PageQuery,
+    RootedBody,
     as_list,
     flag,
-    page_of,
     parse,
+    parse_page,
     path_id,
-    read_params,
 )
 from app.render.reach_extensions import reach_extension
 from app.resources import pool_of
@@ -127,22 +126,14 @@ def _user_ids(value: Any) -> list[int]:
     return ids
 
 
-class ReachExtensionBody(BaseModel):
-    model_config = LOOSE
+class ReachExtensionBody(RootedBody):
+    ROOT = "reach_extension"
     reach_extension: ReachExtensionParams = Field(default_factory=ReachExtensionParams)
-
-    @model_validator(mode="before")
-    @classmethod
-    def unwrap(cls, data: Any) -> Any:
-        if isinstance(data, dict) and not isinstance(data.get("reach_extension"), dict):
-            return {"reach_extension": data}
-        return data
 
 
 
 async def list_reach_extensions(request: web.Request) -> web.Response:
-    await parse(request, PageQuery)
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     rows = await actions.list_extensions(pool_of(request), viewer_of(request), page)
     base = community_of(request).base_url
     return json_response({"reach_extensions": [reach_extension(r, base) for r in rows]})

@@ -21,10 +21,15 @@ from app.context import viewer_of
 from app.errors import BadRequest
 from app.presence import REFRESH_SECONDS
 from app.resources import hub_of, pool_of, presence_of, settings_of
+from realtime.channels import channels_if_active
 from realtime.events import CLOSE_DEACTIVATED
-from realtime.websocket import RealtimeSettings, Refused, parse_since, serve_realtime
-from storage import realtime_channels
-from storage.events import MAX_ID
+from realtime.websocket import (
+    RealtimeSettings,
+    Refused,
+    UnknownSince,
+    parse_since,
+    serve_realtime,
+)
 
 
 @functools.lru_cache(maxsize=8)
@@ -47,14 +52,13 @@ def realtime_settings(settings: Settings) -> RealtimeSettings:
 
 def _since(request: web.Request) -> int | None:
     try:
-        since = parse_since(request)
+        return parse_since(request)
+    except UnknownSince:
+        raise BadRequest("since (or Last-Event-ID) is not an event id of this server") from None
     except ValueError:
         raise BadRequest(
             "since (or Last-Event-ID) must be an event id: a non-negative integer"
         ) from None
-    if since is not None and since > MAX_ID:
-        raise BadRequest("since (or Last-Event-ID) is not an event id of this server")
-    return since
 
 
 async def realtime(request: web.Request) -> web.StreamResponse:
@@ -78,7 +82,7 @@ async def realtime(request: web.Request) -> web.StreamResponse:
     async def load_channels() -> list[str]:
         # Read after the socket has its place in the event stream: a deactivation committed
         # before is seen here, one committed after arrives as its close event.
-        channels = await realtime_channels.channels_if_active(pool, community_id, user_id)
+        channels = await channels_if_active(pool, community_id, user_id)
         if channels is None:
             raise Refused(CLOSE_DEACTIVATED, "deactivated")
         # online while the socket lives (app.presence), from when it is accepted

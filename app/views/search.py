@@ -33,22 +33,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import asyncpg
 from aiohttp import web
 from pydantic import BaseModel, BeforeValidator, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from app.context import Viewer, community_of, viewer_of
+from app.actions import suggestions
+from app.actions.topics import search_topics
+from app.context import community_of, viewer_of
 from app.errors import Invalid
-from app.params import LOOSE, IdList, OptionalId, StrList, parse
+from app.params import LOOSE, IdList, OptionalId, Page, StrList, parse
 from app.render.groups_short import short_group
 from app.render.topics import topic_entry
 from app.render.users import embedded_user
 from app.resources import pool_of
 from app.responses import json_response
 from app.views.users import tsquery_of
-from storage import messages as message_storage
-from storage import suggestions, topic_pages
 
 MAX_RESULTS = 500
 TOPIC_RESULTS = 20
@@ -143,23 +142,6 @@ class SuggestionsQuery(BaseModel):
         return None if value is None else _one_of([value], CONTEXT_TYPES)[0]
 
 
-async def _context(
-    pool: asyncpg.Pool, viewer: Viewer, query: SuggestionsQuery
-) -> tuple[int | None, list[int]]:
-    """(group whose members rank first, users who rank first) of the request's context."""
-    if query.context_id is None:
-        return None, []
-    if query.context_type == "group":
-        return query.context_id, []  # the users query ignores a group the viewer can't read
-    if query.context_type == "message":
-        row = await message_storage.by_id(
-            pool, viewer.community_id, viewer.id, viewer.is_external, query.context_id
-        )
-        if row is not None and row["readable"]:
-            return row["group_id"], [row["user_id"]]
-    return None, []
-
-
 async def suggestions_view(request: web.Request) -> web.Response:
     query = await parse(request, SuggestionsQuery)
     q = (query.q or "").strip()
@@ -173,9 +155,11 @@ async def suggestions_view(request: web.Request) -> web.Response:
     results: list[dict[str, Any]] = []
     if "User" in query.types:
         states = [s for name in uf.account_states for s in ACCOUNT_STATES[name]]
-        context_group, context_users = await _context(pool, viewer, query)
-        rows = await suggestions.users(
-            pool, viewer.community_id, viewer.id, external=viewer.is_external, tsquery=tsquery,
+        context_group, context_users = await suggestions.context_of(
+            pool, viewer, query.context_type, query.context_id
+        )
+        rows = await suggestions.suggest_users(
+            pool, viewer, tsquery=tsquery,
             states=states, exclude_ids=uf.exclude_ids,
             roles=[ROLES[uf.role]] if uf.role else None,
             followed_set="people_you_follow" in uf.include_categories,
@@ -189,21 +173,17 @@ async def suggestions_view(request: web.Request) -> web.Response:
                 entries = [embedded_user(r, base) for r in rows if r["category"] == category]
                 results.append({"heading": HEADINGS[category], "entries": entries})
     if "Group" in query.types:
-        rows = await suggestions.groups(
-            pool, viewer.community_id, viewer.id, external=viewer.is_external, tsquery=tsquery,
+        rows = await suggestions.suggest_groups(
+            pool, viewer, tsquery=tsquery,
             groupname_prefix=q, visibility=gf.visibility, exclude_ids=gf.exclude_ids,
             member_only=gf.member_only, can_post_only=gf.can_post_only,
             exclude_external_facing=gf.exclude_external_facing,
             exclude_provisioned=gf.exclude_provisioned, limit=min(gf.max_results, MAX_RESULTS),
-            viewer_is_admin=viewer.is_admin,
         )
         results.append({"heading": HEADINGS["groups"],
                         "entries": [short_group(r, base) for r in rows]})
     if "Topic" in query.types:
-        rows = await topic_pages.search(
-            pool, viewer.community_id, viewer.id, viewer.is_external, q.lstrip("#"), 0,
-            TOPIC_RESULTS,
-        )
+        rows = await search_topics(pool, viewer, q.lstrip("#"), Page(1, TOPIC_RESULTS))
         results.append({"heading": HEADINGS["topics"],
                         "entries": [topic_entry(r, base) for r in rows]})
     return json_response({"results": results})

@@ -25,24 +25,20 @@ from app.access import access_user
 from app.actions import thanks as actions
 from app.actions.messages import render_messages
 from app.context import community_of, viewer_of
-from app.errors import BadRequest, Invalid, NotFound
+from app.errors import BadRequest, Invalid
 from app.params import (
     LOOSE,
     IdList,
     OptionalId,
-    PageParam,
-    page_of,
+    PageQuery,
+    Since,
     parse,
     path_id,
-    read_params,
-    since_param,
 )
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response
 from app.views.conditional import conditional_messages
 from app.views.messages import MessageListQuery, limits_of
-from storage import badges as badge_storage
-from storage import thanks as thanks_storage
 
 
 def _blank_none(value: Any) -> Any:
@@ -71,12 +67,10 @@ class ThanksBody(BaseModel):
     thanks: ThanksParams = Field(default_factory=ThanksParams)
 
 
-class ThanksListQuery(BaseModel):
+class ThanksListQuery(PageQuery):
     model_config = LOOSE
     user_id: OptionalId = None
-    since: OptionalInt = None
-    page: PageParam = None
-    per_page: PageParam = None
+    since: Since = None
 
 
 async def _query(request: web.Request, model: type[Any]) -> Any:
@@ -100,15 +94,14 @@ async def create_thanks(request: web.Request) -> web.Response:
 
 async def _list(request: web.Request, recipient_id: int | None) -> web.Response:
     query: ThanksListQuery = await _query(request, ThanksListQuery)
-    page = page_of(await read_params(request))
-    since = since_param(query.since)
+    page = query.paging
+    since = query.since
     viewer = viewer_of(request)
     async with pool_of(request).acquire() as conn:
-        rows = await thanks_storage.list_thanks(
-            conn, viewer.community_id, viewer.id, viewer.is_external,
+        rows = await actions.list_thanks(
+            conn, viewer, page,
             recipient_id=recipient_id if recipient_id is not None else query.user_id,
             since=since,
-            offset=page.offset, limit=page.limit,
         )
         rendered = await actions.render_thanks_rows(
             conn, viewer, rows, community_of(request).base_url
@@ -136,19 +129,13 @@ async def show_thanks(request: web.Request) -> web.Response:
 
 async def _badge_messages(request: web.Request, recipient_id: int | None) -> web.Response:
     query: MessageListQuery = await _query(request, MessageListQuery)
-    page = page_of(await read_params(request))
+    page = query.paging
     viewer = viewer_of(request)
     base = community_of(request).base_url
     async with pool_of(request).acquire() as conn:
-        badge = await badge_storage.by_id(conn, viewer.community_id, path_id(request, "id"))
-        if badge is None:
-            raise NotFound("Badge not found")
-        rows = await thanks_storage.badge_messages(
-            conn, viewer.community_id, viewer.id, viewer.is_external, badge_id=badge["id"],
-            recipient_id=recipient_id, offset=page.offset, limit=page.per_page + 1,
+        rows, more = await actions.badge_messages(
+            conn, viewer, path_id(request, "id"), page, recipient_id=recipient_id
         )
-        more = len(rows) > page.per_page
-        rows = rows[:page.per_page]
         messages = await render_messages(conn, viewer, rows, base, limits_of(query))
     return json_response({
         "messages": messages, "messages_next_page": page.page + 1 if more else None,

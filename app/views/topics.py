@@ -19,23 +19,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import asyncpg
 from aiohttp import web
 from pydantic import BaseModel, Field
 
 from app.actions import messages as message_actions
 from app.actions import topics as actions
+from app.actions.message_lists import MessageQuery
 from app.actions.users import full_users
 from app.context import Viewer, community_of, viewer_of
 from app.errors import BadRequest, Invalid, NotFound
-from app.params import LOOSE, PageParam, page_of, parse, read_params, since_param
+from app.params import LOOSE, PageQuery, parse, parse_page
 from app.render.topics import tag, topic
 from app.resources import pool_of
 from app.responses import created, json_response
 from app.views.conditional import conditional_messages
 from app.views.messages import MessageListQuery, limits_of
-from storage import topic_pages
-from storage.db import Conn
-from storage.messages import MessageQuery
 
 
 class TopicParams(BaseModel):
@@ -49,11 +48,9 @@ class TopicBody(BaseModel):
     topic: TopicParams = Field(default_factory=TopicParams)
 
 
-class TopicSearchQuery(BaseModel):
+class TopicSearchQuery(PageQuery):
     model_config = LOOSE
     q: str = Field("", max_length=200)
-    page: PageParam = None
-    per_page: PageParam = None
 
 
 def _raw_id(request: web.Request, name: str) -> str:
@@ -63,7 +60,9 @@ def _raw_id(request: web.Request, name: str) -> str:
     return raw
 
 
-async def _render(conn: Conn, viewer: Viewer, topic_id: int | str, base: str) -> dict[str, Any]:
+async def _render(
+    conn: asyncpg.Connection, viewer: Viewer, topic_id: int | str, base: str
+) -> dict[str, Any]:
     row = await actions.access_topic(conn, viewer, str(topic_id))
     return topic(row, base, editable=actions.may_edit(viewer, row))
 
@@ -96,8 +95,8 @@ async def show_topic(request: web.Request) -> web.Response:
         query = await parse(request, MessageListQuery)
     except Invalid as exc:  # a non-number where a number belongs cannot be parsed: 400
         raise BadRequest(*exc.messages, fields=exc.fields) from None
-    page = page_of(await read_params(request))
-    since = since_param(query.since)
+    page = query.paging
+    since = query.since
     viewer = viewer_of(request)
     base = community_of(request).base_url
     pool = pool_of(request)
@@ -123,31 +122,25 @@ async def search_topics(request: web.Request) -> web.Response:
         query = await parse(request, TopicSearchQuery)
     except Invalid as exc:
         raise BadRequest(*exc.messages, fields=exc.fields) from None
-    page = page_of(await read_params(request))
+    page = query.paging
     q = query.q.strip().lstrip("#")
     if not q:
         return json_response({"topics": []})
     viewer = viewer_of(request)
     base = community_of(request).base_url
-    rows = await topic_pages.search(
-        pool_of(request), viewer.community_id, viewer.id, viewer.is_external, q,
-        page.offset, page.limit,
-    )
+    rows = await actions.search_topics(pool_of(request), viewer, q, page)
     return json_response({
         "topics": [topic(r, base, editable=actions.may_edit(viewer, r)) for r in rows]
     })
 
 
 async def topic_contributors(request: web.Request) -> web.Response:
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     viewer = viewer_of(request)
     base = community_of(request).base_url
     async with pool_of(request).acquire() as conn:
         row = await actions.access_topic(conn, viewer, _raw_id(request, "topic_id"))
-        rows = await topic_pages.contributors(
-            conn, viewer.community_id, viewer.id, viewer.is_external, row["id"],
-            page.offset, page.limit,
-        )
+        rows = await actions.contributors(conn, viewer, row["id"], page)
         users = await full_users(conn, viewer, rows, base)
     return json_response({"users": users})
 

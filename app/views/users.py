@@ -8,24 +8,21 @@ from aiohttp import web
 from pydantic import BaseModel, BeforeValidator, Field
 
 from app import authentication
-from app.access import access_user
 from app.actions import users as actions
 from app.actions.attachments import avatar_image, store_avatar
 from app.context import community_of, viewer_of
-from app.errors import NotFound
 from app.params import (
     LOOSE,
-    PageParam,
+    PageQuery,
     StrList,
     UploadedFile,
-    page_of,
     parse,
+    parse_page,
     path_id,
     read_params,
 )
 from app.resources import PASSWORDS, blobs_of, hub_of, pool_of
 from app.responses import created, json_response
-from storage import users
 
 
 def _manager(value: Any) -> Any:
@@ -71,19 +68,15 @@ class UserUpdateBody(BaseModel):
     user: UserParams = Field(default_factory=UserParams)
 
 
-class UserListQuery(BaseModel):
+class UserListQuery(PageQuery):
     model_config = LOOSE
     state: str = Field("active", pattern="^(active|inactive|terminated|all)$")
     email: StrList | None = None
-    page: PageParam = None
-    per_page: PageParam = None
 
 
-class SearchQuery(BaseModel):
+class SearchQuery(PageQuery):
     model_config = LOOSE
     q: str = Field("", max_length=500)
-    page: PageParam = None
-    per_page: PageParam = None
 
 
 async def _render_rows(request: web.Request, rows: list[Any]) -> list[dict[str, Any]]:
@@ -94,21 +87,17 @@ async def _render_rows(request: web.Request, rows: list[Any]) -> list[dict[str, 
 
 async def _render_one(request: web.Request, user_id: int) -> dict[str, Any]:
     viewer = viewer_of(request)
-    row = await users.full_by_id(pool_of(request), viewer.community_id, viewer.id, user_id)
-    if row is None:
-        raise NotFound("User not found")
+    row = await actions.full_user_row(pool_of(request), viewer, user_id)
     return (await _render_rows(request, [row]))[0]
 
 
 async def list_users(request: web.Request) -> web.Response:
-    params = await read_params(request)
     query = await parse(request, UserListQuery)
-    page = page_of(params)
+    page = query.paging
     viewer = viewer_of(request)
-    rows = await users.list_users(
-        pool_of(request), viewer.community_id, viewer.id,
-        states=actions.STATE_FILTERS[query.state], emails=query.email or None,  # blank: any
-        offset=page.offset, limit=page.limit,
+    rows = await actions.list_users(
+        pool_of(request), viewer, state=query.state, emails=query.email or None,  # blank: any
+        page=page,
     )
     return json_response({"users": await _render_rows(request, rows)})
 
@@ -119,11 +108,9 @@ async def show_user(request: web.Request) -> web.Response:
 
 async def show_by_company_login(request: web.Request) -> web.Response:
     viewer = viewer_of(request)
-    row = await users.full_by_company_login(
-        pool_of(request), viewer.community_id, viewer.id, request.match_info["company_login"]
+    row = await actions.full_user_by_company_login(
+        pool_of(request), viewer, request.match_info["company_login"]
     )
-    if row is None:
-        raise NotFound("User not found")
     return json_response({"user": (await _render_rows(request, [row]))[0]})
 
 
@@ -199,16 +186,15 @@ def tsquery_of(q: str) -> tuple[str, list[str]]:
 
 
 async def _search(request: web.Request, states: tuple[str, ...]) -> web.Response:
-    params = await read_params(request)
     query = await parse(request, SearchQuery)
-    page = page_of(params)
+    page = query.paging
     tsquery, emails = tsquery_of(query.q)
     if not tsquery and not emails:
         return json_response({"users": []})
     viewer = viewer_of(request)
-    rows = await users.search(
-        pool_of(request), viewer.community_id, viewer.id, tsquery=tsquery or "''",
-        emails=emails, states=states, offset=page.offset, limit=page.limit,
+    rows = await actions.search_users(
+        pool_of(request), viewer, tsquery=tsquery or "''", emails=emails, states=states,
+        page=page,
     )
     return json_response({"users": await _render_rows(request, rows)})
 
@@ -224,13 +210,8 @@ async def suggest_users(request: web.Request) -> web.Response:
 
 
 async def list_employees(request: web.Request) -> web.Response:
-    params = await read_params(request)
-    page = page_of(params)
+    page = await parse_page(request)
     viewer = viewer_of(request)
-    pool = pool_of(request)
-    manager = await access_user(pool, viewer, path_id(request, "user_id"))
-    rows = await users.employees(
-        pool, viewer.community_id, viewer.id, manager["id"], page.offset, page.limit
-    )
+    rows = await actions.employees(pool_of(request), viewer, path_id(request, "user_id"), page)
     return json_response({"users": await _render_rows(request, rows)})
 

@@ -12,7 +12,7 @@ from app.actions import webhooks as actions
 from app.actions.webhooks import Incoming
 from app.context import community_of, viewer_of
 from app.middleware import public
-from app.params import LOOSE, PageQuery, page_of, parse, path_id, read_params, validate
+from app.params import LOOSE, parse, parse_page, path_id, read_params, validate
 from app.render.webhooks import created_webhook, webhook
 from app.resources import LIMITER, blobs_of, hub_of, pool_of, settings_of
 from app.responses import created, json_response, no_content
@@ -46,8 +46,7 @@ class WebhookMessageBody(BaseModel):
 async def list_webhooks(request: web.Request) -> web.Response:
     """GET /api/groups/:group_id/webhooks (group admin): without secrets."""
     group_id = path_id(request, "group_id")
-    await parse(request, PageQuery)
-    page = page_of(await read_params(request))
+    page = await parse_page(request)
     rows = await actions.list_webhooks(pool_of(request), viewer_of(request), group_id, page)
     return json_response({"webhooks": [webhook(r) for r in rows]})
 

@@ -19,8 +19,8 @@ import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
-from app.actions.remarks import conversation_channel
 from app.config import Settings
+from realtime.channels import conversation_channel
 from tests.app.views.conversations_support import start
 from tests.servers import REPO_ROOT, free_port
 from tests.support import PASSWORD, Member, World

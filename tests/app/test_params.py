@@ -23,12 +23,14 @@ from app.main import create_app
 from app.middleware import errors_middleware
 from app.params import (
     MAX_DEPTH,
+    Page,
+    PageQuery,
     UploadedFile,
     nest,
-    page_of,
     parse_id,
     parse_query,
     read_params,
+    validate,
 )
 from app.passwords import Passwords
 from app.resources import POOL
@@ -114,7 +116,12 @@ def test_parse_query_semicolons_percent_escapes_and_blanks() -> None:
     assert parse_query("") == {}
 
 
-def test_page_of_defaults_caps_and_rejects() -> None:
+def page_of(params: dict[str, Any]) -> Page:
+    """The page of a request's parameters, parsed as every list parses it (PageQuery)."""
+    return validate(PageQuery, params).paging
+
+
+def test_page_query_defaults_caps_and_rejects() -> None:
     assert page_of({}) == page_of({"page": "", "per_page": ""})
     page = page_of({})
     assert (page.page, page.per_page, page.offset) == (1, 20, 0)
@@ -125,6 +132,9 @@ def test_page_of_defaults_caps_and_rejects() -> None:
             page_of({"per_page": bad})
         with pytest.raises(BadRequest):
             page_of({"page": bad})
+    assert page_of({"page": "1000000"}).page == 1_000_000
+    with pytest.raises(BadRequest, match="too large"):
+        page_of({"page": "1000001"})
 
 
 def test_parse_id_accepts_slugs() -> None:

@@ -22,8 +22,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from app.actions.remarks import conversation_channel
 from app.config import Settings
+from realtime.channels import conversation_channel
 from tests.app.test_multiprocess import START_TIMEOUT, ServerProcess
 from tests.app.views.conversations_support import start
 from tests.servers import REPO_ROOT, ensure_debian_package, free_port

@@ -365,6 +365,11 @@ async def test_reading_changes_no_version(world: World) -> None:
     before = await versions.read(world.pool, cid, s.ann.id, True)
     paths = [r.path for r in ROUTES if r.method == "GET" and ":" not in r.path]
     assert "/api/streams" in paths and len(paths) > 20
+    conversation = s.conversation["id"]
+    paths += [f"/api/messages/{s.message['id']}", f"/api/groups/{s.group_id}",
+              f"/api/users/{s.bob.id}", f"/api/conversations/{conversation}",
+              f"/api/conversations/{conversation}/activities", f"/api/streams/{home}/messages",
+              f"/api/messages?stream_id={home}", f"/api/groups/{s.group_id}/messages"]
     for path in [*paths, *lists(s, home)]:
         resp = await s.ann.api.get(path)
         assert resp.status < 500, (path, resp.text)

@@ -13,15 +13,14 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
 
-from app.actions.group_events import group_channel
-from app.actions.remarks import conversation_channel
 from app.config import Settings
 from app.main import create_app
 from app.passwords import Passwords
 from app.resources import HUB, POOL
+from realtime import channels as realtime_channels
+from realtime.channels import conversation_channel, group_channel
 from realtime.events import NewEvent
 from realtime.websocket import SLOW_READER_CLOSE_CODE
-from storage import realtime_channels
 from storage.events import append_events, last_event_id
 from tests.app.views.conversations_support import say, start
 from tests.app.views.realtime_support import (

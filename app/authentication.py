@@ -18,11 +18,11 @@ from aiohttp import web
 from aiohttp_session import Session, get_session
 from aiohttp_session.cookie_storage import EncryptedCookieStorage
 
-from app.context import COMMUNITY, Viewer
+from app.context import COMMUNITY, VERSIONS, Viewer
 from app.errors import Forbidden, RateLimited, Unauthorized
 from app.proxy import client_address, is_https
 from app.resources import LIMITER, LOOKUPS, PASSWORDS, POOL, SETTINGS
-from storage import users
+from storage import users, versions
 from storage.communities import Community
 
 __all__ = ["client_address"]  # also imported from here by views that throttle by address
@@ -158,7 +158,9 @@ def _viewer(row: asyncpg.Record) -> Viewer:
 async def authenticate(request: web.Request, community: Community) -> Viewer:
     credentials = basic_credentials(request)
     if credentials is not None:
-        return _viewer(await check_password(request, community, *credentials))
+        row = await check_password(request, community, *credentials)
+        request[VERSIONS] = versions.of_user(row)  # read just now, with the user
+        return _viewer(row)
     session = await get_session(request)
     uid = session.get(SESSION_USER)
     if isinstance(uid, int) and session.get(SESSION_COMMUNITY) == community.id:
@@ -169,6 +171,7 @@ async def authenticate(request: web.Request, community: Community) -> Viewer:
             # a cookie from before the epoch existed carries none: refused too
             and session.get(SESSION_EPOCH) == row["session_epoch"]
         ):
+            request[VERSIONS] = versions.of_user(row)
             return _viewer(row)
         session.invalidate()
     raise Unauthorized()

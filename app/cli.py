@@ -374,6 +374,7 @@ def cmd_seed_demo(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_backfill_feed(args: argparse.Namespace, settings: Settings) -> int:
     """Fill what migration 0012 added to existing rows, in batches (safe while serving)."""
+    from storage import versions
     from storage.feed_backfill import backfill
 
     if args.batch < 1:
@@ -382,7 +383,10 @@ def cmd_backfill_feed(args: argparse.Namespace, settings: Settings) -> int:
     settings = resolve_database(settings)
 
     async def run(pool: asyncpg.Pool) -> dict[str, int]:
-        return await backfill(pool, args.batch)
+        filled = await backfill(pool, args.batch)
+        # the filled copies order the message lists: their ETags must change (docs/polling.md)
+        await versions.bump_all(pool)
+        return filled
 
     _print_json({"filled": asyncio.run(_with_pool(settings, run))})
     return 0

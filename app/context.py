@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 import asyncpg
 from aiohttp import web
@@ -35,6 +36,10 @@ class Viewer:
 
 COMMUNITY = web.RequestKey("community", Community)
 VIEWER = web.RequestKey("viewer", Viewer)
+# The viewer's content versions (storage/versions.py: content, own, end of the latest sticky
+# period), when authentication read them from PostgreSQL in this very request; absent
+# otherwise (a validator then reads them itself). Never set from anything cached.
+VERSIONS: web.RequestKey[tuple[int, int, datetime | None]] = web.RequestKey("versions")
 REQUEST_ID = web.RequestKey("request_id", str)
 
 

@@ -63,6 +63,11 @@ def _operation(route: Route, schemas: dict[str, Any]) -> dict[str, Any]:
         # files: a 302 to the bytes (or a presigned URL), or the bytes themselves
         op["responses"]["3XX"] = {"description": "Redirect to the file"}
         op["responses"]["2XX"] = {"description": "The file", "content": {"*/*": {}}}
+    if getattr(route.handler, "__commons_conditional__", False):  # app/views/conditional.py
+        params.append({"name": "If-None-Match", "in": "header", "required": False,
+                       "schema": {"type": "string"}})
+        op["responses"]["304"] = {"description": "Not modified: the ETag sent is current",
+                                  "headers": {"ETag": {"schema": {"type": "string"}}}}
     if route.body is not None:
         name = route.body.__name__
         schemas[name] = _schema(route.body, schemas)

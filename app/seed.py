@@ -11,7 +11,7 @@ import asyncpg
 
 from app.context import Viewer
 from app.passwords import Passwords
-from storage import communities, custom_fields, follows, users
+from storage import communities, custom_fields, follows, users, versions
 from storage.communities import Community
 from storage.db import transaction
 
@@ -61,6 +61,8 @@ async def seed_demo(
             for other in rng.sample(created, k=min(5, len(created))):
                 if other != uid:
                     await follows.follow(conn, community.id, uid, other)
+        # written here rather than by units of work: the polled lists' ETags must change too
+        await versions.bump(conn, community.id)
     content = await _seed_content(pool, community, created, rng)
     return {"community": community.domain, "users_created": len(created), **content,
             "password": DEMO_PASSWORD}
@@ -108,6 +110,7 @@ async def _seed_content(
             members = rng.sample(people, k=min(len(people), 8))
             await insert_many(conn, community.id, group["id"],
                               [(m.id, "member") for m in members if m.id != owner.id])
+            await versions.bump(conn, community.id)
     messages = 0
     for n in range(min(len(people) * 2, 40)):
         author = people[n % len(people)]

@@ -103,6 +103,13 @@ class Scenario:
     method: str
     path: str
     body: Any = None  # sent as JSON when not None
+    # sent with If-None-Match: the ETag the path answers with just before the run (a 304 is
+    # then the expected answer; the floor answers 304 to any If-None-Match)
+    conditional: bool = False
+
+
+# Cheap polling (issue 13): a 304 costs at most this much server CPU per request.
+NOT_MODIFIED_TARGET_MS = 0.15
 
 
 MENTIONED = "robin"  # a user the seed creates, @mentioned by the posting scenario
@@ -113,6 +120,10 @@ SCENARIOS: list[Scenario] = [
     Scenario("users?per_page=20", "GET", "/api/users?per_page=20"),
     Scenario("userinfo", "GET", "/api/userinfo"),
     Scenario("messages", "GET", "/api/messages"),
+    # before "new message", which changes what they show
+    Scenario("messages 304", "GET", "/api/messages", conditional=True),
+    Scenario("notifications 304", "GET", "/api/notifications", conditional=True),
+    Scenario("userinfo 304", "GET", "/api/userinfo", conditional=True),
     Scenario("new message", "POST", "/api/messages",
              {"message": {"body": f"Shipping the #release today, thanks @{MENTIONED}!"}}),
 ]
@@ -126,6 +137,7 @@ class Result:
     latencies: list[float] = field(default_factory=list)
     statuses: dict[int, int] = field(default_factory=dict)
     cpu_seconds: float | None = None  # the server process's CPU time over the measured span
+    expected: int | None = None  # the status every answer should have (else any 2xx)
     pg_cpu_seconds: float | None = None  # PostgreSQL's backends' (when metered), same span
 
     def add(self, other: Result) -> Result:
@@ -358,6 +370,9 @@ def _floor_main(port: int, answers: dict[tuple[str, str], tuple[int, str, bytes]
 
     def handler_for(status: int, ctype: str, body: bytes) -> Any:
         async def handler(request: web.Request) -> web.Response:
+            tag = request.headers.get("If-None-Match")
+            if tag is not None:  # a conditional scenario: what the server answers, a 304
+                return web.Response(status=304, headers={"ETag": tag})
             return web.Response(status=status, body=body, headers={"Content-Type": ctype})
 
         return handler
@@ -407,10 +422,17 @@ def basic(login: str, password: str) -> str:
 async def load(
     base: str, scenario: Scenario, headers: dict[str, str], concurrency: int,
     warmup: float, seconds: float, pid: int | None = None, pg_pids: list[int] | None = None,
+    pg_dsn: str | None = None, if_none_match: str | None = None,
 ) -> Result:
+    """`pg_pids`: PostgreSQL backends to meter; `pg_dsn`: meter the backends of that database
+    as they are after the warm-up (the server's pool grows on demand). With `if_none_match`
+    every request sends it, and every answer should be a 304."""
     result = Result()
     data = orjson.dumps(scenario.body) if scenario.body is not None else None
     req_headers = dict(headers)
+    if if_none_match is not None:
+        req_headers["If-None-Match"] = if_none_match
+        result.expected = 304
     if data is not None:
         req_headers["Content-Type"] = "application/json"
     connector = aiohttp.TCPConnector(limit=concurrency, force_close=False)
@@ -437,11 +459,15 @@ async def load(
                     result.requests += 1
                     result.latencies.append(t1 - t0)
                     result.statuses[status] = result.statuses.get(status, 0) + 1
-                    if not 200 <= status < 300:
+                    if (status != result.expected if result.expected is not None
+                            else not 200 <= status < 300):
                         result.errors += 1
 
         async def cpu_meter() -> None:
+            nonlocal pg_pids
             await asyncio.sleep(max(0.0, measure_from - time.perf_counter()))
+            if pg_dsn is not None:
+                pg_pids = await backend_pids(pg_dsn)
             before = cpu_time(pid)
             pg_before = [cpu_time(p) for p in pg_pids or ()]
             await asyncio.sleep(max(0.0, end - time.perf_counter()))
@@ -457,6 +483,17 @@ async def load(
         await asyncio.gather(cpu_meter(), *(worker() for _ in range(concurrency)))
     result.seconds = seconds
     return result
+
+
+async def etag_of(base: str, scenario: Scenario, headers: dict[str, str]) -> str:
+    """The ETag `scenario`'s path answers with now."""
+    async with aiohttp.ClientSession() as session, session.get(
+        base + scenario.path, headers=headers
+    ) as resp:
+        await resp.read()
+        if resp.status != 200 or "ETag" not in resp.headers:
+            raise RuntimeError(f"{scenario.name}: {resp.status}, no ETag")
+        return resp.headers["ETag"]
 
 
 async def record(base: str, scenario: Scenario, headers: dict[str, str]
@@ -732,11 +769,15 @@ async def run(args: argparse.Namespace) -> int:
                     pin(floor.pid, 0)
                 results: list[tuple[Scenario, Result, Result, int]] = []
                 for scenario in scenarios:
+                    # the server's current ETag, sent to the server and the floor alike
+                    tag = await etag_of(base, scenario, headers) if scenario.conditional \
+                        else None
                     ours = await load(base, scenario, headers, args.concurrency, args.warmup,
-                                      args.seconds, server.pid)
+                                      args.seconds, server.pid, pg_dsn=dsn, if_none_match=tag)
                     bare = await load(floor_base, scenario, headers, args.concurrency,
-                                      args.warmup, args.seconds, floor.pid)
-                    size = len(answers[(scenario.method, scenario.path.split("?")[0])][2])
+                                      args.warmup, args.seconds, floor.pid, if_none_match=tag)
+                    size = 0 if tag else len(
+                        answers[(scenario.method, scenario.path.split("?")[0])][2])
                     results.append((scenario, ours, bare, size))
                 cold, warm = await auth_cost(base, seeded["logins"][: args.auth_samples],
                                              seeded["password"])
@@ -747,21 +788,34 @@ async def run(args: argparse.Namespace) -> int:
     print(f"Commons REST benchmark: {args.concurrency} concurrent keep-alive connections, "
           f"{args.warmup:g} s warm-up + {args.seconds:g} s per run, {cpus} CPU(s), "
           + ("server pinned to CPU 0, client to CPU 1" if pinning else "no CPU pinning"))
-    widths = [22, 7, 7, 8, 8, 8, 9, 9, 9, 8, 6]
-    print(row(["endpoint", "bytes", "req/s", "p50 ms", "p99 ms", "cpu ms", "floor r/s",
-               "floor p50", "floor p99", "fl. cpu", "ratio"], widths))
+    widths = [22, 7, 7, 8, 8, 8, 7, 9, 9, 9, 8, 6]
+    print(row(["endpoint", "bytes", "req/s", "p50 ms", "p99 ms", "cpu ms", "pg cpu",
+               "floor r/s", "floor p50", "floor p99", "fl. cpu", "ratio"], widths))
     for scenario, ours, bare, size in results:
         ratio = ours.rps / bare.rps if bare.rps else float("nan")
         print(row([f"{scenario.method} {scenario.name}", str(size), f"{ours.rps:.0f}",
                    f"{ours.percentile(50):.1f}", f"{ours.percentile(99):.1f}",
-                   f"{ours.cpu_ms_per_request:.2f}", f"{bare.rps:.0f}",
+                   f"{ours.cpu_ms_per_request:.2f}", f"{ours.pg_cpu_ms_per_request:.2f}",
+                   f"{bare.rps:.0f}",
                    f"{bare.percentile(50):.1f}", f"{bare.percentile(99):.1f}",
                    f"{bare.cpu_ms_per_request:.2f}", f"{ratio:.2f}"], widths))
         for label, res in (("server", ours), ("floor", bare)):
             if res.errors:
-                print(f"  ! {label}: {res.errors} non-2xx answers {res.statuses}")
+                expected = "non-304" if res.expected == 304 else "non-2xx"
+                print(f"  ! {label}: {res.errors} {expected} answers {res.statuses}")
     print("cpu ms: CPU time (user + system) of the server process per request over the measured "
-          "span (PostgreSQL's share not included); steadier than req/s on a busy machine")
+          "span (PostgreSQL's share not included); steadier than req/s on a busy machine; "
+          "pg cpu: PostgreSQL's (the bench database's backends) per request; "
+          "304: with a matching If-None-Match")
+    print()
+    for scenario, ours, bare, _ in results:
+        if scenario.conditional:
+            cpu = ours.cpu_ms_per_request
+            verdict = "met" if cpu <= NOT_MODIFIED_TARGET_MS else "missed"
+            print(f"target {scenario.method} {scenario.name}: server CPU {cpu:.3f} ms per request "
+                  f"(at most {NOT_MODIFIED_TARGET_MS} ms): {verdict}; floor "
+                  f"{bare.cpu_ms_per_request:.3f} ms, PostgreSQL "
+                  f"{ours.pg_cpu_ms_per_request:.3f} ms")
     print()
     print(f"auth (GET /api/userinfo, sequential, {len(cold)} users): cold credentials cache "
           f"(full Argon2id verify) p50 {statistics.median(cold):.1f} ms, "

@@ -98,9 +98,10 @@ DELETE FROM realtime_events WHERE ctid = ANY(ARRAY(
 ))
 """
 
+# `versions`: the content_versions rows the same COMMIT bumps (migration 0020, storage/versions.py)
 STAGE_EVENTS = """
-INSERT INTO realtime_events_staged (community_id, channels, names, datas)
-VALUES ($1, $2::text[], $3::text[], $4::text[]) RETURNING id
+INSERT INTO realtime_events_staged (community_id, channels, names, datas, versions)
+VALUES ($1, $2::text[], $3::text[], $4::text[], $5::bigint[]) RETURNING id
 """
 
 MAX_ID = 2**63 - 1
@@ -132,15 +133,18 @@ def _columns(events: Sequence[NewEvent]) -> tuple[list[str], list[str], list[str
 
 
 async def stage_events(
-    conn: asyncpg.Connection, community_id: int, events: Sequence[NewEvent], ids: EventIds
+    conn: asyncpg.Connection, community_id: int, events: Sequence[NewEvent], ids: EventIds,
+    versions: Sequence[int] = (),
 ) -> None:
     """Store `events` to be numbered when the caller's transaction commits; once it has,
     `ids.numbered()` gives them with their ids. Call inside the transaction, last or not (it
-    locks nothing), with `ids` listening on `conn` since before the commit."""
-    if not events:
+    locks nothing), with `ids` listening on `conn` since before the commit. `versions`: the
+    content versions the same COMMIT bumps (storage/versions.py), in the same statement."""
+    if not events and not versions:
         return
-    staged = await conn.fetchval(STAGE_EVENTS, community_id, *_columns(events))
-    ids.expect(int(staged), community_id, events)
+    staged = await conn.fetchval(STAGE_EVENTS, community_id, *_columns(events), list(versions))
+    if events:
+        ids.expect(int(staged), community_id, events)
 
 
 class EventIds:

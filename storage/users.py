@@ -12,6 +12,7 @@ from typing import Any, cast
 
 import asyncpg
 
+from storage import versions
 from storage.db import Conn
 from storage.names import first_free
 from storage.rows import FullUserRow, UserRow
@@ -58,7 +59,9 @@ RETURNING {BASIC}
 """
 
 # The user of each login ($2, as typed; e-mail or username, any case; an e-mail match first),
-# keyed by `login`. Many logins at once: storage/batch.py.
+# keyed by `login`. Many logins at once: storage/batch.py. With the content versions of the
+# user's polled lists (storage/versions.py): read here, an ETag costs no query of its own
+# (app/views/conditional.py).
 BY_LOGINS = f"""
 WITH l AS (SELECT DISTINCT login FROM unnest($2::text[]) AS l(login)),
 matched AS (
@@ -68,7 +71,8 @@ matched AS (
     SELECT l.login, u.id, false FROM l
     JOIN users u ON u.community_id = $1 AND lower(u.username) = lower(l.login)
 )
-SELECT DISTINCT ON (m.login) m.login AS login, {BASIC}, u.password_hash, u.session_epoch
+SELECT DISTINCT ON (m.login) m.login AS login, {BASIC}, u.password_hash, u.session_epoch,
+       {versions.OF_USER}
 FROM matched m JOIN users u ON u.id = m.id
 ORDER BY m.login, m.by_email DESC
 """
@@ -76,7 +80,8 @@ ORDER BY m.login, m.by_email DESC
 BY_ID = f"SELECT {BASIC} FROM users u WHERE u.community_id = $1 AND u.id = $2"
 # the user a session cookie names, with the epoch the cookie must carry
 BY_SESSION = f"""
-SELECT {BASIC}, u.session_epoch FROM users u WHERE u.community_id = $1 AND u.id = $2
+SELECT {BASIC}, u.session_epoch, {versions.OF_USER} FROM users u
+WHERE u.community_id = $1 AND u.id = $2
 """
 NEXT_SESSION_EPOCH = """
 UPDATE users SET session_epoch = session_epoch + 1

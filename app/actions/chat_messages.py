@@ -131,5 +131,6 @@ async def list_chat_messages(
 
 async def mark_chat_read(pool: asyncpg.Pool, viewer: Viewer, group_id: int) -> None:
     async with work(pool, None, viewer.community_id) as w:
+        w.private_to(viewer.id)  # the viewer's read state
         group = await access_chat(w.conn, viewer, group_id)
         await chat_messages.mark_read(w.conn, viewer.community_id, group["id"], viewer.id)

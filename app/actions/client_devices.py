@@ -50,6 +50,7 @@ async def register_device(
     pool: asyncpg.Pool, viewer: Viewer, fields: DeviceFields
 ) -> asyncpg.Record:
     async with work(pool, None, viewer.community_id) as w:
+        w.private_to(viewer.id)  # shown to the device's owner only
         others = await store.count_others_of_user(
             w.conn, viewer.community_id, viewer.id, fields.registration_id,
             fields.notification_type,

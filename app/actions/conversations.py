@@ -292,6 +292,7 @@ async def leave_conversation(
 
 async def acknowledge(pool: asyncpg.Pool, viewer: Viewer, conversation_id: int) -> None:
     async with work(pool, None, viewer.community_id) as w:
+        w.private_to(viewer.id)  # the viewer's read state, seen by no other member
         await access_conversation(w.conn, viewer, conversation_id)
         if await conversations.acknowledge(w.conn, conversation_id, viewer.id):
             await badge_changed(w.conn, viewer.community_id, viewer.id)
@@ -299,6 +300,7 @@ async def acknowledge(pool: asyncpg.Pool, viewer: Viewer, conversation_id: int) 
 
 async def acknowledge_all(pool: asyncpg.Pool, viewer: Viewer) -> None:
     async with work(pool, None, viewer.community_id) as w:
+        w.private_to(viewer.id)
         if await conversations.acknowledge_all(w.conn, viewer.community_id, viewer.id):
             await badge_changed(w.conn, viewer.community_id, viewer.id)
 
@@ -308,6 +310,7 @@ async def set_hidden(
 ) -> None:
     """PUT .../hide and .../unhide: one-to-one conversations only."""
     async with work(pool, None, viewer.community_id) as w:
+        w.private_to(viewer.id)  # hidden for the viewer only
         row = await access_conversation(w.conn, viewer, conversation_id)
         if not row["private"]:
             raise Invalid(

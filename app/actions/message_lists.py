@@ -51,6 +51,7 @@ async def open_stream(
     if not mark_read:
         return await access_stream(pool, viewer, stream_id)
     async with work(pool, None, viewer.community_id) as w:
+        w.private_to()  # a stream's read state shows in GET /api/streams only, no polled list
         stream = await access_stream(w.conn, viewer, stream_id)
         await stream_storage.mark_read(w.conn, viewer.community_id, viewer.id, stream["id"])
     return stream
@@ -58,6 +59,7 @@ async def open_stream(
 
 async def mark_home_read(pool: asyncpg.Pool, viewer: Viewer) -> None:
     async with work(pool, None, viewer.community_id) as w:
+        w.private_to()  # as in open_stream
         await stream_storage.mark_kind_read(w.conn, viewer.community_id, viewer.id, "home")
 
 
@@ -70,6 +72,7 @@ async def open_group(
         await _readable_group(pool, viewer, group_id)
     else:
         async with work(pool, None, viewer.community_id) as w:
+            w.private_to()  # as in open_stream
             await _readable_group(w.conn, viewer, group_id)
             await stream_storage.mark_group_read(w.conn, viewer.community_id, viewer.id,
                                                  group_id)

@@ -406,6 +406,7 @@ async def mark_read(pool: asyncpg.Pool, hub: Hub | None, viewer: Viewer,
     """POST /api/notifications/:id/read: 404 unless it is the viewer's. Reading one already
     read changes nothing (and sends no event)."""
     async with work(pool, hub, viewer.community_id) as w:
+        w.private_to(viewer.id)  # read state: the viewer's own
         was_read = await store.mark_read(w.conn, viewer.community_id, viewer.id,
                                          notification_id)
         if was_read is None:
@@ -419,6 +420,7 @@ async def mark_read(pool: asyncpg.Pool, hub: Hub | None, viewer: Viewer,
 async def mark_all_read(pool: asyncpg.Pool, hub: Hub | None, viewer: Viewer) -> None:
     """PUT /api/notifications/mark_all_read (one event listing what it changed, if anything)."""
     async with work(pool, hub, viewer.community_id) as w:
+        w.private_to(viewer.id)
         ids = await store.mark_all_read(w.conn, viewer.community_id, viewer.id)
         if ids:
             unread = await store.unread_count(w.conn, viewer.community_id, viewer.id)

@@ -21,6 +21,8 @@ async def list_streams(
     """System streams in their fixed order, then group streams by group name (4 queries).
     `stream_names`: the community's ('current' or 'classic')."""
     async with work(pool, None, viewer.community_id) as w:
+        # only creates the viewer's missing streams: no list with an ETag changes
+        w.private_to()
         await stream_storage.ensure(w.conn, viewer.community_id, viewer.id, viewer.is_external)
         rows = await stream_storage.of_viewer(
             w.conn, viewer.community_id, viewer.id, viewer.is_external

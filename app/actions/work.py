@@ -17,6 +17,11 @@ After commit, in this order: the events are published to `hub` (None: they are o
 sockets catch up from PostgreSQL), then the `after` steps run (deleting blobs, forgetting cached
 credentials). A failing step is logged and never undoes the change, nor skips the next step.
 An exception inside the block rolls everything back: nothing is stored, published or run.
+
+The same COMMIT bumps the content versions behind the polled lists' ETags (storage/versions.py,
+docs/polling.md): the community's content version, unless the action said its change is seen
+only by some users (`w.private_to(viewer.id)`: their own versions instead). Forgetting to say
+so only costs 304s, never correctness.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import asyncpg
 
 from realtime.events import Event, NewEvent
 from storage import events as event_store
+from storage.versions import COMMUNITY
 
 log = logging.getLogger("commons.work")
 
@@ -58,6 +64,28 @@ class Work:
         """The stored events with their ids, once the unit of work has committed."""
         self.rolled_back = False
         self._closed = False
+        self._public = False
+        self._private: set[int] | None = None
+
+    def private_to(self, *user_ids: int) -> None:
+        """Say that what this unit changes is seen by these users only (their read state,
+        bookmarks...): their versions are bumped instead of the community's content version.
+        With no user: it changes nothing any polled list shows. Only for changes that no other
+        viewer could see in any list with an ETag (docs/polling.md)."""
+        self._check_open()
+        self._private = (self._private or set()) | set(user_ids)
+
+    def public(self) -> None:
+        """Bump the community's content version whatever `private_to` said (a helper doing a
+        change every viewer may see inside an action that is otherwise private)."""
+        self._check_open()
+        self._public = True
+
+    def versions(self) -> list[int]:
+        """The content_versions rows this unit bumps at its commit."""
+        if self._private is None or self._public:
+            return [COMMUNITY, *sorted(self._private or ())]
+        return sorted(self._private)
 
     def emit(self, *events: NewEvent) -> None:
         """Queue events: stored last in the transaction (in emit order), numbered at commit,
@@ -95,7 +123,7 @@ async def work(
                 w._closed = True
                 if w.rolled_back:
                     raise _RollBack
-                await event_store.stage_events(conn, community_id, w.events, ids)
+                await event_store.stage_events(conn, community_id, w.events, ids, w.versions())
             w.published = ids.numbered()
         except _RollBack:
             return

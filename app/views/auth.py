@@ -18,6 +18,7 @@ from app.params import parse
 from app.render.community import community_summary
 from app.resources import COMMUNITIES, pool_of
 from app.responses import json_response
+from app.views.conditional import conditional
 
 
 class Credentials(BaseModel):
@@ -67,6 +68,7 @@ async def authenticate(request: web.Request) -> web.Response:
                                                  await _profile(request, row, community))]})
 
 
+@conditional
 async def userinfo(request: web.Request) -> web.Response:
     viewer = viewer_of(request)
     pool = pool_of(request)

@@ -10,6 +10,7 @@ from app.context import community_of, viewer_of
 from app.params import LOOSE, IdList, PageQuery, QueryId, Since, parse, path_id
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response, no_content
+from app.views.conditional import conditional
 
 
 class ChatMessageParams(BaseModel):
@@ -40,6 +41,7 @@ async def create_chat_message(request: web.Request) -> web.Response:
     return created({"chat_message": rendered})
 
 
+@conditional
 async def list_chat_messages(request: web.Request) -> web.Response:
     """Newest first, paged; `before=<id>` only older messages, `since=<epoch>` only newer."""
     group_id = path_id(request, "group_id")

@@ -25,6 +25,7 @@ from app.params import (
 from app.render.users import conversation_member
 from app.resources import blobs_of, hub_of, pool_of, settings_of
 from app.responses import created, json_response, no_content
+from app.views.conditional import conditional
 
 
 def _blank_to_none(value: Any) -> Any:
@@ -125,6 +126,7 @@ async def _conversation(request: web.Request, conversation_id: int) -> web.Respo
     return json_response({"conversation": data})
 
 
+@conditional
 async def list_conversations(request: web.Request) -> web.Response:
     """Latest activity first; `unread=true` only unread ones; `hidden=true` only hidden ones
     (hidden conversations are left out otherwise)."""

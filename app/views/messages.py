@@ -33,6 +33,7 @@ from app.params import (
 )
 from app.resources import blobs_of, hub_of, pool_of
 from app.responses import created, json_response, no_content
+from app.views.conditional import conditional_messages
 
 MAX_BODY = 50_000
 
@@ -217,6 +218,7 @@ def _narrowing(query: MessageListQuery) -> dict[str, Any]:
     return extra
 
 
+@conditional_messages
 async def list_messages(request: web.Request) -> web.Response:
     """GET /api/messages: the Home stream, or the stream_id one; `tag` overrides stream_id (the
     Company stream's messages with that topic); user_id / external_system_id narrow the chosen
@@ -251,6 +253,7 @@ async def _respond_with(
     return json_response({"messages": result.messages, "messages_next_page": result.next_page})
 
 
+@conditional_messages
 async def stream_messages(request: web.Request) -> web.Response:
     """GET /api/streams/:stream_id/messages (page 1 marks the stream read)."""
     query = await _list_query(request)
@@ -265,6 +268,7 @@ async def stream_messages(request: web.Request) -> web.Response:
     return await _respond_with(request, query, scope, _narrowing(query))
 
 
+@conditional_messages
 async def group_messages(request: web.Request) -> web.Response:
     """GET /api/groups/:group_id/messages: the group's stream (without hidden messages)."""
     query = await _list_query(request)
@@ -285,6 +289,7 @@ async def _stream_param_scope(
     return await lists.stream_query(pool_of(request), viewer_of(request), query.stream_id)
 
 
+@conditional_messages
 async def user_messages(request: web.Request) -> web.Response:
     """GET /api/users/:user_id/messages: what the user posted (that the viewer may read),
     narrowed by stream_id, external_system_id, since and tag."""
@@ -295,6 +300,7 @@ async def user_messages(request: web.Request) -> web.Response:
                                {**_narrowing(query), "author_id": user["id"]})
 
 
+@conditional_messages
 async def external_system_messages(request: web.Request) -> web.Response:
     """GET /api/external_systems/:external_system_id/messages: messages posted by the system
     (matched on messages.external_system_id), narrowed by stream_id, user_id, since and tag."""
@@ -306,6 +312,7 @@ async def external_system_messages(request: web.Request) -> web.Response:
                                {**_narrowing(query), "external_system_id": system_id})
 
 
+@conditional_messages
 async def search_messages(request: web.Request) -> web.Response:
     """GET /api/messages/search?q=: full-text search (web-search syntax: words, "phrases",
     -excluded, or), best match first, among what the viewer may read."""

@@ -13,6 +13,7 @@ from app.context import community_of, viewer_of
 from app.params import LOOSE, PageQuery, parse, path_id
 from app.resources import hub_of, pool_of
 from app.responses import json_response, no_content
+from app.views.conditional import conditional
 
 
 def _blank_to_none(value: Any) -> Any:
@@ -36,12 +37,14 @@ async def _list(request: web.Request, filter_: str | None) -> web.Response:
     return json_response(rendered)
 
 
+@conditional
 async def list_notifications(request: web.Request) -> web.Response:
     """GET /api/notifications: {notifications_count, unread_notifications_count,
     notifications} (most recent first; ?filter= restricts, counts included)."""
     return await _list(request, None)
 
 
+@conditional
 async def list_filtered_notifications(request: web.Request) -> web.Response:
     """GET /api/notifications/:filter: the same, for one filter (an unknown filter is a 404)."""
     return await _list(request, actions.check_filter(request.match_info["filter"]))

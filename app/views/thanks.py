@@ -37,6 +37,7 @@ from app.params import (
 )
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response
+from app.views.conditional import conditional_messages
 from app.views.messages import MessageListQuery, limits_of
 
 
@@ -141,10 +142,12 @@ async def _badge_messages(request: web.Request, recipient_id: int | None) -> web
     })
 
 
+@conditional_messages
 async def badge_messages(request: web.Request) -> web.Response:
     return await _badge_messages(request, None)
 
 
+@conditional_messages
 async def user_badge_messages(request: web.Request) -> web.Response:
     user = await access_user(pool_of(request), viewer_of(request), path_id(request, "user_id"))
     return await _badge_messages(request, user["id"])

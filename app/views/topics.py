@@ -33,6 +33,7 @@ from app.params import LOOSE, PageQuery, parse, parse_page
 from app.render.topics import tag, topic
 from app.resources import pool_of
 from app.responses import created, json_response
+from app.views.conditional import conditional_messages
 from app.views.messages import MessageListQuery, limits_of
 
 
@@ -88,6 +89,7 @@ async def update_topic(request: web.Request) -> web.Response:
     return json_response({"topic": rendered})
 
 
+@conditional_messages
 async def show_topic(request: web.Request) -> web.Response:
     try:
         query = await parse(request, MessageListQuery)

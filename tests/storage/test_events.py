@@ -30,7 +30,10 @@ from storage.events import (
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 # the event log, and its numbering at commit (both stand alone)
-MIGRATION_FILES = ("0006_realtime.sql", "0019_event_ids_at_commit.sql")
+# (0020 replaces 0019's trigger function: it also bumps content versions at commit)
+MIGRATION_FILES = (
+    "0006_realtime.sql", "0019_event_ids_at_commit.sql", "0020_content_versions.sql",
+)
 
 
 def _admin_dsn() -> str:

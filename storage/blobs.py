@@ -209,6 +209,7 @@ class LocalBlobStore:
             temp = self.tmp / f"{uuid.uuid4().hex}.part"
             try:
                 os.fsync(fd)
+                os.fchmod(fd, 0o644)  # as streamed blobs are (the spool is private: 0600)
                 # a name for an O_TMPFILE file (opened without O_EXCL): no byte is copied.
                 # With a dir_fd, os.link calls linkat(AT_SYMLINK_FOLLOW), which follows the
                 # /proc link to the file; plain link() would try to link the /proc entry itself.

@@ -46,7 +46,9 @@ async def test_a_spooled_upload_is_stored_whole(store: BlobStore, tmp_path: Path
     assert size == len(data)
     if isinstance(store, LocalBlobStore):
         # the same file, not a copy of it
-        assert store.path_of("c1/a/big/original").stat().st_ino == os.fstat(fd).st_ino
+        stored = store.path_of("c1/a/big/original").stat()
+        assert stored.st_ino == os.fstat(fd).st_ino
+        assert stored.st_mode & 0o777 == 0o644  # readable as a streamed blob is
     upload.close()  # the request ends: the blob stays
     assert await read_all(store, "c1/a/big/original") == data
     assert await leftovers(store) == []

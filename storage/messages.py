@@ -117,6 +117,27 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
 RETURNING id
 """
 
+# The same insert, with the message's recipients and topics written by the same statement,
+# answering the new message's full row (ROW: its counts are 0, the viewer is its author $2).
+# $19-$22 recipients as in INSERT_RECIPIENTS ($4-$7 there), $23 topic ids.
+INSERT_FULL = f"""
+WITH m AS (
+{INSERT.strip().removesuffix("RETURNING id")}RETURNING *
+), r AS (
+    INSERT INTO message_recipients (community_id, message_id, comment_id, user_id, group_id,
+                                    reason, position)
+    SELECT $1, m.id, NULL, r.user_id, r.group_id, r.reason, r.position
+    FROM m, unnest($19::bigint[], $20::bigint[], $21::text[], $22::int[])
+        AS r(user_id, group_id, reason, position)
+    ON CONFLICT DO NOTHING
+), t AS (
+    INSERT INTO message_topics (community_id, message_id, comment_id, topic_id)
+    SELECT $1, m.id, NULL, t.id FROM m, unnest($23::bigint[]) AS t(id)
+    ON CONFLICT DO NOTHING
+)
+SELECT {ROW} FROM m LEFT JOIN groups g ON g.id = m.group_id
+"""
+
 UPDATE_CONTENT = """
 UPDATE messages SET title = $3, body = $4, html_body = $5, external_url = $6,
                     external_resource_ids = $7, updated_at = now()
@@ -512,6 +533,42 @@ async def insert(
     return message_id
 
 
+async def insert_full(
+    conn: asyncpg.Connection,
+    community_id: int,
+    *,
+    user_id: int,
+    group_id: int | None,
+    external_system_id: int | None,
+    title: str,
+    body: str,
+    html_body: str,
+    action: str,
+    verb: str | None,
+    message_type: str,
+    external_url: str | None,
+    source: str | None,
+    is_announcement: bool,
+    days_of_stickiness: int,
+    shared_message_id: int | None,
+    client_provided_guid: str | None,
+    external_resource_ids: Sequence[int],
+    extensions: list[Any],
+    recipients: Sequence[Recipient],
+    topic_ids: Sequence[int],
+) -> MessageRow:
+    """insert, add_recipients and add_message_topics in one statement; the new message's row
+    as `by_id` reads it for its author (`user_id`), without `readable`."""
+    row = await conn.fetchrow(
+        INSERT_FULL, community_id, user_id, group_id, external_system_id, title, body, html_body,
+        action, verb, message_type, external_url, source, is_announcement, days_of_stickiness,
+        shared_message_id, client_provided_guid, list(external_resource_ids), extensions,
+        *_recipient_arrays(recipients), list(topic_ids),
+    )
+    assert row is not None
+    return cast("MessageRow", row)
+
+
 async def update_content(
     conn: asyncpg.Connection,
     community_id: int,
@@ -560,11 +617,26 @@ async def add_recipients(
     if not recipients:
         return
     await conn.execute(
-        INSERT_RECIPIENTS, community_id, message_id, comment_id,
+        INSERT_RECIPIENTS, community_id, message_id, comment_id, *_recipient_arrays(recipients)
+    )
+
+
+def _recipient_arrays(recipients: Sequence[Recipient]) -> tuple[list[Any], ...]:
+    """User ids, group ids, reasons and positions: the aligned arrays of INSERT_RECIPIENTS."""
+    return (
         [r.user_id for r in recipients], [r.group_id for r in recipients],
         [r.reason for r in recipients],
         [POSITION_BASE[r.reason] + i for i, r in enumerate(recipients)],
     )
+
+
+def stored_recipients(recipients: Sequence[Recipient]) -> list[dict[str, int | None]]:
+    """What `recipients` reads back right after these were added to a new message: in order,
+    a repeated user or group once (the unique key skips it)."""
+    out: dict[tuple[int | None, int | None], dict[str, int | None]] = {}
+    for r in recipients:
+        out.setdefault((r.user_id, r.group_id), {"user_id": r.user_id, "group_id": r.group_id})
+    return list(out.values())
 
 
 async def clear_message_mentions(conn: asyncpg.Connection, message_id: int) -> None:

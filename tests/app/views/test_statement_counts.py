@@ -1,0 +1,62 @@
+"""The number of SQL statements PostgreSQL runs for the write requests clients make most
+(issue 13): a fixed bound each, so that none can grow back unnoticed. BEGIN and COMMIT count."""
+
+from __future__ import annotations
+
+from tests.app.views.conversations_support import start
+from tests.app.views.feed_support import comment, make_group, post
+from tests.conftest import QueryLog
+from tests.support import World
+
+# POST /api/messages (issue 13: at most 8), with and without a mention and a tag
+MESSAGE_STATEMENTS = 8
+REMARK_STATEMENTS = 99
+COMMENT_STATEMENTS = 99
+LIKE_STATEMENTS = 99
+
+
+def show(query_log: QueryLog) -> str:
+    return "\n".join(f"{i}: {' '.join(q.split())[:200]}" for i, q in enumerate(query_log, 1))
+
+
+async def test_post_message_statements(world: World, query_log: QueryLog) -> None:
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    group_id = await make_group(world, admin, "Team", members=[bob])
+    await post(bob, "warm the credentials cache")
+    query_log.reset()
+    resp = await bob.api.post("/api/messages", json={"message": {"body": "plain"}})
+    assert resp.status == 201, resp.text
+    print("plain\n" + show(query_log))
+    assert len(query_log) <= MESSAGE_STATEMENTS, show(query_log)
+    query_log.reset()
+    resp = await bob.api.post("/api/messages", json={"message": {
+        "body": f"hi @{admin.username} #tag https://example.com/x", "group_id": group_id}})
+    assert resp.status == 201, resp.text
+    print("mention\n" + show(query_log))
+    assert len(query_log) <= MESSAGE_STATEMENTS, show(query_log)
+
+
+async def test_post_remark_comment_like_statements(world: World, query_log: QueryLog) -> None:
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    conversation = await start(admin, bob)
+    message = await post(bob, "a message")
+    await comment(admin, message["id"], "warm")
+    query_log.reset()
+    resp = await bob.api.post(f"/api/conversations/{conversation['id']}/remarks",
+                              json={"remark": {"text": "hello"}})
+    assert resp.status == 201, resp.text
+    print("remark\n" + show(query_log))
+    assert len(query_log) <= REMARK_STATEMENTS, show(query_log)
+    query_log.reset()
+    resp = await admin.api.post(f"/api/messages/{message['id']}/comments",
+                                json={"comment": {"text": "nice"}})
+    assert resp.status == 201, resp.text
+    print("comment\n" + show(query_log))
+    assert len(query_log) <= COMMENT_STATEMENTS, show(query_log)
+    query_log.reset()
+    resp = await admin.api.post(f"/api/messages/{message['id']}/likes")
+    assert resp.status == 201, resp.text
+    print("like\n" + show(query_log))
+    assert len(query_log) <= LIKE_STATEMENTS, show(query_log)

@@ -689,7 +689,7 @@ async def run(args: argparse.Namespace) -> int:
                 results: list[tuple[Scenario, Result, Result, int]] = []
                 for scenario in scenarios:
                     ours = await load(base, scenario, headers, args.concurrency, args.warmup,
-                                      args.seconds, server.pid)
+                                      args.seconds, server.pid, await backend_pids(dsn))
                     bare = await load(floor_base, scenario, headers, args.concurrency,
                                       args.warmup, args.seconds, floor.pid)
                     size = len(answers[(scenario.method, scenario.path.split("?")[0])][2])
@@ -703,21 +703,24 @@ async def run(args: argparse.Namespace) -> int:
     print(f"Commons REST benchmark: {args.concurrency} concurrent keep-alive connections, "
           f"{args.warmup:g} s warm-up + {args.seconds:g} s per run, {cpus} CPU(s), "
           + ("server pinned to CPU 0, client to CPU 1" if pinning else "no CPU pinning"))
-    widths = [22, 7, 7, 8, 8, 8, 9, 9, 9, 8, 6]
-    print(row(["endpoint", "bytes", "req/s", "p50 ms", "p99 ms", "cpu ms", "floor r/s",
-               "floor p50", "floor p99", "fl. cpu", "ratio"], widths))
+    widths = [22, 7, 7, 8, 8, 8, 8, 9, 9, 9, 8, 6]
+    print(row(["endpoint", "bytes", "req/s", "p50 ms", "p99 ms", "cpu ms", "pg cpu",
+               "floor r/s", "floor p50", "floor p99", "fl. cpu", "ratio"], widths))
     for scenario, ours, bare, size in results:
         ratio = ours.rps / bare.rps if bare.rps else float("nan")
         print(row([f"{scenario.method} {scenario.name}", str(size), f"{ours.rps:.0f}",
                    f"{ours.percentile(50):.1f}", f"{ours.percentile(99):.1f}",
-                   f"{ours.cpu_ms_per_request:.2f}", f"{bare.rps:.0f}",
+                   f"{ours.cpu_ms_per_request:.2f}", f"{ours.pg_cpu_ms_per_request:.2f}",
+                   f"{bare.rps:.0f}",
                    f"{bare.percentile(50):.1f}", f"{bare.percentile(99):.1f}",
                    f"{bare.cpu_ms_per_request:.2f}", f"{ratio:.2f}"], widths))
         for label, res in (("server", ours), ("floor", bare)):
             if res.errors:
                 print(f"  ! {label}: {res.errors} non-2xx answers {res.statuses}")
     print("cpu ms: CPU time (user + system) of the server process per request over the measured "
-          "span (PostgreSQL's share not included); steadier than req/s on a busy machine")
+          "span (PostgreSQL's share not included); steadier than req/s on a busy machine; "
+          "pg cpu: the bench database's backends' CPU ms per request (those connected when "
+          "the scenario starts)")
     print()
     print(f"auth (GET /api/userinfo, sequential, {len(cold)} users): cold credentials cache "
           f"(full Argon2id verify) p50 {statistics.median(cold):.1f} ms, "

@@ -531,20 +531,19 @@ async def create_and_render(
     pool: asyncpg.Pool, viewer: Viewer, base: str, new: NewMessage, hub: Hub | None = None
 ) -> dict[str, Any]:
     """POST /api/messages: post the message in its own unit of work and answer it rendered
-    for its author (`created_message`), from what the posting wrote and read: a new message
-    has no comments, likes or shares yet, so only what the posting did not read is read, in
-    the same transaction."""
+    for its author (`created_message`), from what the posting wrote and read: only what the
+    posting did not read is read, after the commit (rendering inside the transaction would
+    hold its row locks, a hot #tag's topic row among them, for longer)."""
     async with work(pool, hub, viewer.community_id) as w:
         posted = await _post(w, viewer, base, new)
-        return created_message(posted.row, await _posted_feed(w.conn, viewer, posted, base))
+    return created_message(posted.row, await _posted_feed(pool, viewer, posted, base))
 
 
-async def _posted_feed(
-    conn: asyncpg.Connection, viewer: Viewer, posted: Posted, base: str
-) -> FeedData:
+async def _posted_feed(conn: Conn, viewer: Viewer, posted: Posted, base: str) -> FeedData:
     """load_feed of a message just posted, reading only what the posting does not know: the
     recipients' users and groups, external resources, the poll, and (for a share or a thanks
-    message) everything, as load_feed does."""
+    message) everything, as load_feed does. Its comments and likes are left out: made after
+    the commit, they are not part of what the posting answers."""
     row = posted.row
     if row["shared_message_id"] is not None or row["message_type"] == THANKS_MESSAGE_TYPE:
         return await load_feed(conn, viewer, [row], base)

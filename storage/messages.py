@@ -524,41 +524,12 @@ async def insert(
     client_provided_guid: str | None,
     external_resource_ids: Sequence[int],
     extensions: list[Any],
-) -> int:
-    message_id: int = await conn.fetchval(
-        INSERT, community_id, user_id, group_id, external_system_id, title, body, html_body,
-        action, verb, message_type, external_url, source, is_announcement, days_of_stickiness,
-        shared_message_id, client_provided_guid, list(external_resource_ids), extensions,
-    )
-    return message_id
-
-
-async def insert_full(
-    conn: asyncpg.Connection,
-    community_id: int,
-    *,
-    user_id: int,
-    group_id: int | None,
-    external_system_id: int | None,
-    title: str,
-    body: str,
-    html_body: str,
-    action: str,
-    verb: str | None,
-    message_type: str,
-    external_url: str | None,
-    source: str | None,
-    is_announcement: bool,
-    days_of_stickiness: int,
-    shared_message_id: int | None,
-    client_provided_guid: str | None,
-    external_resource_ids: Sequence[int],
-    extensions: list[Any],
-    recipients: Sequence[Recipient],
-    topic_ids: Sequence[int],
+    recipients: Sequence[Recipient] = (),
+    topic_ids: Sequence[int] = (),
 ) -> MessageRow:
-    """insert, add_recipients and add_message_topics in one statement; the new message's row
-    as `by_id` reads it for its author (`user_id`), without `readable`."""
+    """A new message with its recipients (as add_recipients adds them) and its topics (as
+    topics.add_message_topics), in one statement; its row as `by_id` reads it for its author
+    (`user_id`), without `readable`."""
     row = await conn.fetchrow(
         INSERT_FULL, community_id, user_id, group_id, external_system_id, title, body, html_body,
         action, verb, message_type, external_url, source, is_announcement, days_of_stickiness,

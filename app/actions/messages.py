@@ -487,7 +487,7 @@ async def _post(w: Work, viewer: Viewer, base: str, new: NewMessage) -> Posted:
     recipients = [Recipient(group_id=group["id"], reason="group")] if group is not None else []
     recipients += [*processed.mentions, *addressed]
     # the message, its recipients and its topics in one statement
-    row = await message_storage.insert_full(
+    row = await message_storage.insert(
         conn, viewer.community_id, user_id=viewer.id,
         group_id=group["id"] if group is not None else None,
         external_system_id=new.external_system_id, title=title, body=body,

@@ -119,20 +119,23 @@ RETURNING id
 
 # The same insert, with the message's recipients and topics written by the same statement,
 # answering the new message's full row (ROW: its counts are 0, the viewer is its author $2).
+# Their last_interacted_at is the message's, given here (migration 0012's trigger would read the
+# messages row again for each of them).
 # $19-$22 recipients as in INSERT_RECIPIENTS ($4-$7 there), $23 topic ids.
 INSERT_FULL = f"""
 WITH m AS (
 {INSERT.strip().removesuffix("RETURNING id")}RETURNING *
 ), r AS (
     INSERT INTO message_recipients (community_id, message_id, comment_id, user_id, group_id,
-                                    reason, position)
-    SELECT $1, m.id, NULL, r.user_id, r.group_id, r.reason, r.position
+                                    reason, position, last_interacted_at)
+    SELECT $1, m.id, NULL, r.user_id, r.group_id, r.reason, r.position, m.last_interacted_at
     FROM m, unnest($19::bigint[], $20::bigint[], $21::text[], $22::int[])
         AS r(user_id, group_id, reason, position)
     ON CONFLICT DO NOTHING
 ), t AS (
-    INSERT INTO message_topics (community_id, message_id, comment_id, topic_id)
-    SELECT $1, m.id, NULL, t.id FROM m, unnest($23::bigint[]) AS t(id)
+    INSERT INTO message_topics (community_id, message_id, comment_id, topic_id,
+                                last_interacted_at)
+    SELECT $1, m.id, NULL, t.id, m.last_interacted_at FROM m, unnest($23::bigint[]) AS t(id)
     ON CONFLICT DO NOTHING
 )
 SELECT {ROW} FROM m LEFT JOIN groups g ON g.id = m.group_id

@@ -43,6 +43,14 @@ async def test_post_message_statements(world: World, query_log: QueryLog) -> Non
     assert message["group"]["id"] == group_id and message["tags"][0]["name"] == "tag"
     assert [r["id"] for r in message["recipients"]] == [group_id, admin.id]
     assert len(query_log) <= FULL_MESSAGE_STATEMENTS, show(query_log)
+    # the recipient and topic rows written by the same statement carry the message's
+    # last_interacted_at (what @Mentions, Home and the tag filter walk, docs/feed.md)
+    stamps = await world.pool.fetch(
+        "SELECT m.last_interacted_at AS m, r.last_interacted_at AS r FROM messages m "
+        "JOIN message_recipients r ON r.message_id = m.id WHERE m.id = $1 "
+        "UNION ALL SELECT m.last_interacted_at, t.last_interacted_at FROM messages m "
+        "JOIN message_topics t ON t.message_id = m.id WHERE m.id = $1", message["id"])
+    assert len(stamps) == 3 and all(row["r"] == row["m"] for row in stamps)
 
 
 async def test_post_remark_comment_like_statements(world: World, query_log: QueryLog) -> None:

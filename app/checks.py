@@ -47,6 +47,12 @@ def check_static(settings: Settings) -> None:
     if settings.log_format not in {"text", "json"}:
         raise SettingsError(f"COMMONS_LOG_FORMAT must be text or json, got "
                             f"{settings.log_format!r}")
+    if not settings.head_timeout_seconds > 0:  # also NaN; inf is "no deadline", allowed
+        raise SettingsError(f"COMMONS_HEAD_TIMEOUT_SECONDS must be more than 0, got "
+                            f"{settings.head_timeout_seconds}")
+    if settings.max_connections < 0:
+        raise SettingsError(f"COMMONS_MAX_CONNECTIONS must be 0 (no cap) or more, got "
+                            f"{settings.max_connections}")
     import ipaddress
 
     for network in settings.metrics_allow:

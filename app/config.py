@@ -174,7 +174,7 @@ class Settings:
             realtime_queue_frames=_int(env, "COMMONS_REALTIME_QUEUE_FRAMES", 1024),
             realtime_heartbeat_seconds=float(_int(env, "COMMONS_REALTIME_HEARTBEAT_SECONDS", 30)),
             realtime_queue_bytes=_int(env, "COMMONS_REALTIME_QUEUE_BYTES", 1024 * 1024),
-            head_timeout_seconds=float(_int(env, "COMMONS_HEAD_TIMEOUT_SECONDS", 30)),
+            head_timeout_seconds=_float(env, "COMMONS_HEAD_TIMEOUT_SECONDS", 30.0),
             max_connections=_int(env, "COMMONS_MAX_CONNECTIONS", 10_000),
             trust_forwarded=_bool(env, "COMMONS_TRUST_FORWARDED", False),
             trusted_proxy_hops=_int(env, "COMMONS_TRUSTED_PROXY_HOPS", 1),

@@ -23,8 +23,12 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(/api/webhooks/[^/\s?\"']+/)(?!:)[^/\s?\"'.]+"), r"\1" + REDACTED),
     # Authorization headers and their schemes, wherever they appear
     (re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?)[^\"'\n,}]+"), r"\1" + REDACTED),
-    (re.compile(r"(?i)\b(basic|bearer|serviceapiclient)\s+[A-Za-z0-9+/=._:~-]{6,}"),
+    (re.compile(r"(?i)\b(basic|bearer|digest|(?:service|socialcast)apiclient)\s+"
+                r"[A-Za-z0-9+/=._:~-]{6,}"),
      r"\1 " + REDACTED),
+    # Cookie and Set-Cookie headers: the whole value (a quoted cookie value included), since
+    # any cookie may be a session
+    (re.compile(r"(?i)\b((?:set-)?cookie[\"']?\s*[:=]\s*[\"']?)[^'\n,}]+"), r"\1" + REDACTED),
     # credentials in URLs: scheme://user:password@host
     (re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/\s@]*:)[^@\s/]+@"), r"\1" + REDACTED + "@"),
     # name=value and "name": "value" pairs whose name says secret

@@ -27,8 +27,8 @@ from pydantic import (
 )
 
 from app.errors import BadRequest, Invalid, NotFound, TooLarge, UnsupportedMediaType
+from app.uploads import DATA_URI_LIMIT_KEY, read_json_spooling_data_uris, read_multipart
 from app.uploads import UploadedFile as UploadedFile  # the views take it from here
-from app.uploads import read_multipart
 from app.xml_format import XML_TYPES, parse_xml
 
 PARAMS_KEY = web.RequestKey("params", dict)
@@ -117,6 +117,9 @@ async def read_body(request: web.Request) -> dict[str, Any]:
     ctype = request.content_type if "Content-Type" in request.headers else ""
     try:
         if ctype == "application/json" or ctype.endswith("+json"):
+            data_uri_limit = request.get(DATA_URI_LIMIT_KEY)
+            if data_uri_limit is not None:
+                return await read_json_spooling_data_uris(request, data_uri_limit)
             raw = await request.read()
             if not raw.strip():
                 return {}

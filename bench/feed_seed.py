@@ -12,19 +12,29 @@ to ship the same rows. Sizes (SCALES):
 Shape, at both sizes: a typical user is in 5 to 50 groups (most near 5), 20 users are in 500
 (or all) groups, group 1 has 10,000 members (or everyone) for the write benchmarks; each user
 follows 5 people; 60% of the messages are in groups, busier groups getting more; one in 20 has
-an @mention, one in 10 a #topic (200 topics); `comments` comments and `likes` likes per message
-(3 and 5 by default, as the issue measures); a year of activity. The viewer (the community's
-admin) is in 30 groups including group 1, follows 50 people, is @mentioned in one message in 500,
-has bookmarked 200 messages, and sees two sticky announcements. The tables are vacuumed and
-analyzed at the end, as autovacuum keeps a database in service.
+an @mention, one in 10 a #topic (one topic per 1,000 messages, at most 200: every topic has at
+least 100 messages at both sizes, so that a `#tag` page is a full page at both); `comments`
+comments and `likes` likes per message (3 and 5 by default, as the issue measures); a year of
+activity. The viewer (the community's admin) is in 30 groups including group 1, follows 50
+people, is @mentioned in about 1,100 messages at both sizes (a person's mentions do not grow with
+the company; and @Mentions page 50 exists at both), has bookmarked 200 messages, and sees two
+sticky announcements. The tables are vacuumed and analyzed at the end, as autovacuum keeps a
+database in service.
+
+`seeded_database(admin_dsn, label, scale, keep=True)` keeps the seeded database (named after a
+fingerprint of the scale, this seed and the migrations) and reuses it in later runs: the large
+seed takes many minutes on a small machine. `--drop-kept` removes them.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import hashlib
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -42,6 +52,11 @@ class Scale:
     comments: int = 3  # per message
     likes: int = 5  # per message
     big_group: int = 10_000  # members of group 1
+
+    @property
+    def topics(self) -> int:
+        # at least 100 tagged messages per topic at every size (one message in 10 is tagged)
+        return max(1, min(200, self.messages // 1000))
 
 
 SCALES = {
@@ -109,7 +124,7 @@ ON CONFLICT DO NOTHING
 """),
     ("topics", """
 INSERT INTO topics (community_id, name)
-SELECT $1, 'topic' || i FROM generate_series(1, 200) i ON CONFLICT DO NOTHING
+SELECT $1, 'topic' || i FROM generate_series(1, {topics}) i ON CONFLICT DO NOTHING
 """),
     ("messages", """
 SELECT setseed(0.27);
@@ -128,7 +143,7 @@ FROM (
            CASE WHEN random() < 0.6 THEN 1 + floor({groups} * power(random(), 2))::int END
                AS g,
            'Update ' || i || ' on the ' || CASE WHEN i % 10 = 0
-               THEN '#topic' || (1 + (i / 10) % 200) ELSE 'usual' END
+               THEN '#topic' || (1 + (i / 10) % {topics}) ELSE 'usual' END
                || ' work: see the notes and tell me what you think.'
                || CASE WHEN i % 20 = 0 THEN ' @seed' || (1 + (i * 13) % {users}) ELSE '' END
                AS body,
@@ -161,13 +176,13 @@ ON CONFLICT DO NOTHING;
 INSERT INTO message_recipients (community_id, message_id, user_id, reason, position,
                                 last_interacted_at)
 SELECT $1, sm.id, $2, 'mention', 1001, sm.last_interacted_at FROM sm
-WHERE sm.n % 500 = 7
+WHERE sm.n % greatest(1, {messages} / 1100) = 7
 ON CONFLICT DO NOTHING
 """),
     ("message topics", """
 INSERT INTO message_topics (community_id, message_id, topic_id, last_interacted_at)
 SELECT $1, sm.id, t.id, sm.last_interacted_at FROM sm
-JOIN topics t ON t.community_id = $1 AND t.name = 'topic' || (1 + (sm.n / 10) % 200)
+JOIN topics t ON t.community_id = $1 AND t.name = 'topic' || (1 + (sm.n / 10) % {topics})
 WHERE sm.n % 10 = 0
 """),
     ("comments", """
@@ -205,7 +220,7 @@ async def seed_scale(
     sizes = {
         "users": scale.users, "groups": scale.groups, "messages": scale.messages,
         "comments": scale.comments, "likes": scale.likes,
-        "big_group": min(scale.big_group, scale.users),
+        "big_group": min(scale.big_group, scale.users), "topics": scale.topics,
     }
     timings: dict[str, float] = {}
     for label, sql in STEPS:
@@ -251,15 +266,95 @@ async def create_seeded(
     return community.id, admin["id"], timings
 
 
-async def _main(args: argparse.Namespace) -> int:
-    from bench_db import fresh_database
+KEPT_PREFIX = "commons_feed_kept_"
 
+
+def fingerprint(scale: Scale) -> str:
+    """What a kept database was seeded from: the scale, these steps and every migration."""
+    digest = hashlib.sha256(repr(scale).encode())
+    for _, sql in STEPS:
+        digest.update(sql.encode())
+    for path in sorted((REPO_ROOT / "migrations").glob("*.sql")):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:10]
+
+
+@contextlib.asynccontextmanager
+async def seeded_database(
+    admin_dsn: str, label: str, scale: Scale, *, keep: bool = True, verbose: bool = False
+) -> AsyncIterator[tuple[str, int, int]]:
+    """A database seeded at `scale`: (dsn, community id, admin id).
+
+    With `keep`, it is named after `fingerprint(scale)`, left in place at the end and reused
+    by the next run that asks for the same seed (benchmarks write a few hundred rows into it:
+    their posts; negligible next to the seed). Without, a throwaway one, dropped at the end."""
+    from bench_db import fresh_database, with_database
+
+    if not keep:
+        async with fresh_database(admin_dsn, f"commons_feed_{label}") as dsn:
+            cid, admin_id, _ = await create_seeded(dsn, scale, verbose=verbose)
+            yield dsn, cid, admin_id
+        return
+    name = f"{KEPT_PREFIX}{label}_{fingerprint(scale)}"
+    dsn = with_database(admin_dsn, name)
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name)
+    finally:
+        await conn.close()
+    found = None
+    if exists:
+        conn = await asyncpg.connect(dsn)
+        try:
+            if await conn.fetchval("SELECT to_regclass('bench_seeded') IS NOT NULL"):
+                found = await conn.fetchrow("SELECT community_id, admin_id FROM bench_seeded")
+        finally:
+            await conn.close()
+    if found is not None:
+        if verbose:
+            print(f"  reusing {name}", flush=True)
+        yield dsn, found["community_id"], found["admin_id"]
+        return
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        # a half-seeded one (an interrupted run) is started again
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    cid, admin_id, _ = await create_seeded(dsn, scale, verbose=verbose)
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(
+            "CREATE TABLE bench_seeded AS SELECT $1::bigint AS community_id, "
+            "$2::bigint AS admin_id", cid, admin_id)
+    finally:
+        await conn.close()
+    yield dsn, cid, admin_id
+
+
+async def drop_kept(admin_dsn: str) -> list[str]:
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        names = [r["datname"] for r in await conn.fetch(
+            "SELECT datname FROM pg_database WHERE datname LIKE $1", KEPT_PREFIX + "%")]
+        for name in names:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+    return names
+
+
+async def _main(args: argparse.Namespace) -> int:
     from tests.servers import ensure_postgres
 
+    if args.drop_kept:
+        print("dropped", await drop_kept(ensure_postgres()))
+        return 0
     scale = replace(SCALES[args.scale], comments=args.comments, likes=args.likes)
     started = time.monotonic()
-    async with fresh_database(ensure_postgres(), "commons_feed_seed") as dsn:
-        await create_seeded(dsn, scale, verbose=True)
+    async with seeded_database(ensure_postgres(), args.scale, scale, keep=args.keep,
+                               verbose=True) as (dsn, _, _):
         conn = await asyncpg.connect(dsn)
         try:
             counts = {t: await conn.fetchval(f"SELECT count(*) FROM {t}") for t in (
@@ -276,6 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", choices=sorted(SCALES), default="small")
     parser.add_argument("--comments", type=int, default=3, help="comments per message")
     parser.add_argument("--likes", type=int, default=5, help="likes per message")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the seeded database for later runs (and reuse a kept one)")
+    parser.add_argument("--drop-kept", action="store_true", help="drop every kept database")
     return asyncio.run(_main(parser.parse_args(argv)))
 
 

@@ -47,12 +47,21 @@ it adds a message per request, so the table grows during the run.
 `--scale large` (issue 14) measures instead how the feed holds up as the community grows: it
 seeds one database at small scale and one at large scale with bench/feed_seed.py (20,000 vs
 1,000,000 messages, 100,000 users, 1,000 groups; `--comments`/`--likes` per message at both
-sizes, 1 and 1 by default to keep the seed to a few minutes, 3 and 5 as the issue measures),
-serves both, and loads, each scenario at both sizes back to back, page 1 and page 50 of Home,
-Company, the biggest group's stream and @Mentions, a search, the notifications and the
-conversation list. It prints for each the req/s, p50, p99, the server's CPU and PostgreSQL's
-CPU per request (its backends for the bench database, from /proc), at both scales, and the
-large/small ratio of the p50. No floor here: the two scales are each other's reference.
+sizes, 3 and 5 by default as the issue measures), serves both, and loads, each scenario at both
+sizes in turns (`--slices` slices of each run, a slice at each size in turn, so that load from
+elsewhere on the machine falls on both alike), page 1 and page 50 of Home, Company, the biggest
+group's stream and @Mentions, a search, the notifications, the conversation list and the floor
+(`/healthz`: the server answering without PostgreSQL). The seeded
+databases are kept and reused by the next run (bench/feed_seed.py; the large seed takes about 20
+minutes on 2 busy cores; `--fresh` seeds throwaway ones). Before measuring, every scenario runs
+once at both sizes for `--warm-pass` seconds at full concurrency: every pooled connection has
+then prepared each statement and PostgreSQL has settled on its cached plan (after 5 runs), and
+the pages read are in memory at both sizes. It prints for each the req/s, p50, p99, the server's
+CPU and PostgreSQL's CPU per request (its backends for the bench database, from /proc), at both
+scales, the large/small ratio of the p50 and whether it meets the issue's 1.5x. Then it posts
+messages into the biggest group (10,000 members or more at large scale) one at a time, through
+HTTP, and prints their p50 against the issue's 50 ms. Besides the floor row, the two scales are each
+other's reference.
 """
 
 from __future__ import annotations
@@ -132,6 +141,19 @@ class Result:
     statuses: dict[int, int] = field(default_factory=dict)
     cpu_seconds: float | None = None  # the server process's CPU time over the measured span
     pg_cpu_seconds: float | None = None  # PostgreSQL's backends' (when metered), same span
+
+    def add(self, other: Result) -> Result:
+        """This result and another run of the same scenario, as one."""
+        def total(a: float | None, b: float | None) -> float | None:
+            return None if a is None and b is None else (a or 0.0) + (b or 0.0)
+
+        statuses = dict(self.statuses)
+        for status, n in other.statuses.items():
+            statuses[status] = statuses.get(status, 0) + n
+        return Result(self.requests + other.requests, self.errors + other.errors,
+                      self.seconds + other.seconds, self.latencies + other.latencies, statuses,
+                      total(self.cpu_seconds, other.cpu_seconds),
+                      total(self.pg_cpu_seconds, other.pg_cpu_seconds))
 
     @property
     def cpu_ms_per_request(self) -> float:
@@ -501,6 +523,10 @@ async def backend_pids(dsn: str) -> list[int]:
     return [r["pid"] for r in rows]
 
 
+RATIO_GOAL = 1.5  # issue 14: every p50 at large scale within 1.5x of the small figure
+POST_GOAL_MS = 50  # issue 14: posting into a group of 10,000 members, p50
+
+
 @dataclass
 class Served:
     """One seeded database at one scale, served, with its scenarios."""
@@ -508,6 +534,7 @@ class Served:
     base: str
     pid: int
     dsn: str
+    big: int  # the biggest group
     members: int  # of the biggest group
     scenarios: list[Scenario]
 
@@ -517,13 +544,13 @@ async def serve_scale(
     args: argparse.Namespace, headers: dict[str, str],
 ) -> Served:
     """Seed a database at `scale` and serve it until `stack` closes."""
-    from feed_seed import create_seeded
+    from feed_seed import seeded_database
 
     t_start = time.monotonic()
-    dsn = await stack.enter_async_context(fresh_database(admin_dsn, f"commons_bench_{label}"))
-    print(f"{label}: seeding {scale}", flush=True)
-    await create_seeded(dsn, scale, verbose=True)
-    print(f"{label}: seeded in {time.monotonic() - t_start:.0f} s", flush=True)
+    print(f"{label}: {scale}", flush=True)
+    dsn, _, _ = await stack.enter_async_context(
+        seeded_database(admin_dsn, label, scale, keep=not args.fresh, verbose=True))
+    print(f"{label}: ready in {time.monotonic() - t_start:.0f} s", flush=True)
     big, members = await _biggest_group(dsn)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -550,6 +577,8 @@ async def serve_scale(
         Scenario("search", "GET", "/api/messages/search?q=12345"),
         Scenario("notifications", "GET", "/api/notifications"),
         Scenario("conversations", "GET", "/api/conversations"),
+        # the floor: the server answering without PostgreSQL
+        Scenario("floor: /healthz", "GET", "/healthz"),
     ]
     scenarios = [s for s in scenarios if not args.only or s.name in args.only]
     for scenario in scenarios:
@@ -557,7 +586,7 @@ async def serve_scale(
         if not 200 <= status < 300:
             raise RuntimeError(f"{label} {scenario.name}: {status} {body[:300]!r}")
     assert server.pid is not None
-    return Served(base, server.pid, dsn, members, scenarios)
+    return Served(base, server.pid, dsn, big, members, scenarios)
 
 
 async def _biggest_group(dsn: str) -> tuple[int, int]:
@@ -591,30 +620,51 @@ async def run_scale(args: argparse.Namespace) -> int:
         served = {label: await serve_scale(stack, admin_dsn, label, scale, args, headers)
                   for label, scale in scales.items()}
         # fill each server's connection pool first, so that PostgreSQL's CPU is metered on
-        # every backend that serves the runs (the pool grows on demand)
+        # every backend that serves the runs (the pool grows on demand), then warm every
+        # scenario at both sizes: statements prepared on every connection, plans cached,
+        # pages in memory
         for one in served.values():
             await load(one.base, one.scenarios[0], headers, args.concurrency, 0.0, 1.0)
+        for i in range(len(served["small"].scenarios)):
+            for one in served.values():
+                await load(one.base, one.scenarios[i], headers, args.concurrency, 0.0,
+                           args.warm_pass)
         # each scenario at both sizes back to back, so that both see the same load on the
         # (shared) machine
+        # (in `--slices` turns: a slice at each size in turn, so that a burst of load from
+        # elsewhere on the machine falls on both alike)
         for i, scenario in enumerate(served["small"].scenarios):
-            for label, one in served.items():
-                same = one.scenarios[i]
-                results[label][scenario.name] = await load(
-                    one.base, same, headers, args.concurrency, args.warmup, args.seconds,
-                    one.pid, await backend_pids(one.dsn))
+            for turn in range(args.slices):
+                for label, one in (list(served.items()) if turn % 2 == 0
+                                   else list(served.items())[::-1]):
+                    part = await load(
+                        one.base, one.scenarios[i], headers, args.concurrency,
+                        args.warmup if turn == 0 else 0.0, args.seconds / args.slices,
+                        one.pid, await backend_pids(one.dsn))
+                    results[label][scenario.name] = results[label].get(
+                        scenario.name, Result()).add(part)
+        # posting into the biggest group, one request at a time (the write fan-out's wall)
+        posts = {}
+        for label, one in served.items():
+            posting = Scenario("post to the biggest group", "POST", "/api/messages", {
+                "message": {"body": "News for the whole #group", "group_id": one.big}})
+            await load(one.base, posting, headers, 1, 0.0, 1.0)
+            posts[label] = await load(one.base, posting, headers, 1, 0.0, args.seconds,
+                                      one.pid, await backend_pids(one.dsn))
     measured = {label: (results[label], served[label].members) for label in scales}
     print()
     print(f"Commons feed at scale: {args.concurrency} concurrent keep-alive connections, "
-          f"{args.warmup:g} s warm-up + {args.seconds:g} s per run; small = "
+          f"{args.warmup:g} s warm-up + {args.seconds:g} s per run in {args.slices} slices "
+          "per size, taken in turns; small = "
           f"{scales['small'].messages:,} messages (biggest group "
           f"{measured['small'][1]:,} members)"
           + (f", large = {scales['large'].messages:,} messages, {scales['large'].users:,} "
              f"users, {scales['large'].groups:,} groups ({scales['large'].comments} comments, "
              f"{scales['large'].likes} likes each; biggest group {measured['large'][1]:,} "
              "members)" if "large" in scales else ""))
-    widths = [18, 6, 7, 7, 6, 6, 6, 7, 7, 6, 6, 6]
+    widths = [19, 6, 7, 7, 6, 6, 6, 7, 7, 6, 6, 6, 6]
     print(row(["endpoint", "req/s", "p50 ms", "p99 ms", "cpu", "pg cpu", "large",
-               "p50 ms", "p99 ms", "cpu", "pg cpu", "ratio"], widths))
+               "p50 ms", "p99 ms", "cpu", "pg cpu", "ratio", "1.5x"], widths))
     small = measured["small"][0]
     large = measured.get("large", measured["small"])[0]
     for name, s_res in small.items():
@@ -625,12 +675,22 @@ async def run_scale(args: argparse.Namespace) -> int:
                    f"{s_res.pg_cpu_ms_per_request:.2f}", f"{l_res.rps:.0f}",
                    f"{l_res.percentile(50):.1f}", f"{l_res.percentile(99):.1f}",
                    f"{l_res.cpu_ms_per_request:.2f}", f"{l_res.pg_cpu_ms_per_request:.2f}",
-                   f"{ratio:.2f}x"], widths))
+                   f"{ratio:.2f}x", "met" if ratio <= RATIO_GOAL else "missed"], widths))
         for label, res in (("small", s_res), ("large", l_res)):
             if res.errors:
                 print(f"  ! {label}: {res.errors} non-2xx answers {res.statuses}")
     print("cpu: the server process's CPU ms per request; pg cpu: PostgreSQL's (the bench "
-          "database's backends) per request; ratio: large p50 / small p50")
+          "database's backends) per request; ratio: large p50 / small p50; 1.5x: the issue's "
+          "goal")
+    print()
+    print("POST /api/messages into the biggest group, one request at a time:")
+    for label, res in posts.items():
+        p50 = res.percentile(50)
+        print(f"  {label}: {served[label].members:,} members, {res.requests} posts, p50 "
+              f"{p50:.1f} ms, p99 {res.percentile(99):.1f} ms, cpu "
+              f"{res.cpu_ms_per_request:.2f}, pg cpu {res.pg_cpu_ms_per_request:.2f} ms; "
+              f"goal p50 < {POST_GOAL_MS} ms: {'met' if p50 < POST_GOAL_MS else 'missed'}"
+              + (f" ({res.errors} errors {res.statuses})" if res.errors else ""))
     load1, load5, _ = os.getloadavg()
     print(f"total {time.monotonic() - t_start:.0f} s; load average at the end {load1:.1f} "
           f"(1 min), {load5:.1f} (5 min): other work on the machine skews every figure")
@@ -746,10 +806,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", choices=["small", "large"],
                         help="the feed at scale instead (issue 14): small, or small and large "
                              "in one run with their ratio")
-    parser.add_argument("--comments", type=int, default=1,
-                        help="comments per seeded message at both scales (--scale)")
-    parser.add_argument("--likes", type=int, default=1,
-                        help="likes per seeded message at both scales (--scale)")
+    parser.add_argument("--comments", type=int, default=3,
+                        help="comments per seeded message at both scales (--scale; the issue's 3)")
+    parser.add_argument("--likes", type=int, default=5,
+                        help="likes per seeded message at both scales (--scale; the issue's 5)")
+    parser.add_argument("--slices", type=int, default=2,
+                        help="--scale: each run in this many slices, a slice at each size in "
+                             "turn")
+    parser.add_argument("--warm-pass", type=float, default=1.0,
+                        help="--scale: seconds each scenario runs at each size before any is "
+                             "measured")
+    parser.add_argument("--fresh", action="store_true",
+                        help="--scale: seed throwaway databases instead of reusing (and keeping) "
+                             "the ones bench/feed_scale.py and feed_seed.py --keep seeded")
     args = parser.parse_args(argv)
     return asyncio.run(run(args))
 

@@ -86,6 +86,12 @@ class BlobStore(Protocol):
         self, key: str, data: bytes, *, content_type: str = DEFAULT_CONTENT_TYPE
     ) -> None: ...
 
+    async def adopt_file(self, key: str, fd: int) -> int | None:
+        """Store the bytes of the open, unnamed file `fd` under key without copying them,
+        when this store can (a local store on the file system of the file): their size. None
+        when it cannot: the caller streams them instead."""
+        ...
+
     def open(self, key: str) -> AbstractAsyncContextManager[BlobReader]:
         """`async with store.open(key) as blob:` blob.size, `async for c in blob.chunks`.
         BlobNotFound when there is no such blob."""
@@ -194,6 +200,35 @@ class LocalBlobStore:
         self, key: str, data: bytes, *, content_type: str = DEFAULT_CONTENT_TYPE
     ) -> None:
         await self.put_stream(key, _one(data), content_type=content_type)
+
+    async def adopt_file(self, key: str, fd: int) -> int | None:
+        final = self.path_of(key)
+
+        def adopt() -> int | None:
+            self.tmp.mkdir(parents=True, exist_ok=True)
+            temp = self.tmp / f"{uuid.uuid4().hex}.part"
+            try:
+                os.fsync(fd)
+                # a name for an O_TMPFILE file (opened without O_EXCL): no byte is copied.
+                # With a dir_fd, os.link calls linkat(AT_SYMLINK_FOLLOW), which follows the
+                # /proc link to the file; plain link() would try to link the /proc entry itself.
+                directory = os.open(self.tmp, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    os.link(f"/proc/self/fd/{fd}", temp.name, dst_dir_fd=directory,
+                            follow_symlinks=True)
+                finally:
+                    os.close(directory)
+            except OSError:  # another file system, no /proc, a file that cannot be linked
+                return None
+            try:
+                size = temp.stat().st_size
+                _move_into_place(temp, final)
+            except BaseException:
+                temp.unlink(missing_ok=True)
+                raise
+            return size
+
+        return await asyncio.to_thread(adopt)
 
     @asynccontextmanager
     async def open(self, key: str) -> AsyncIterator[BlobReader]:
@@ -415,6 +450,9 @@ class S3BlobStore:
             await self.client.put_object(
                 Bucket=self.bucket, Key=check_key(key), Body=data, ContentType=content_type
             )
+
+    async def adopt_file(self, key: str, fd: int) -> int | None:
+        return None  # the bytes have to travel: put_stream
 
     @asynccontextmanager
     async def open(self, key: str) -> AsyncIterator[BlobReader]:

@@ -95,6 +95,10 @@ async def create_pool(
         outage=Outage("PostgreSQL"),
         max_queries=50000, max_inactive_connection_lifetime=300.0, loop=None,
         connection_class=TrackedConnection, record_class=asyncpg.Record,
+        # a Home page's statement grows with the viewer's groups (a branch each, about 200
+        # bytes: storage.messages._home_merge); asyncpg re-prepares, and PostgreSQL re-plans,
+        # any statement over 15 KB on every call by default
+        max_cacheable_statement_size=256 * 1024,
     )
     await pool
     return pool

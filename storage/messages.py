@@ -245,6 +245,34 @@ ORDER = "m.last_interacted_at DESC, m.id DESC"
 CANDIDATE = "m.id, m.last_interacted_at"
 
 
+HOME_GROUP_COUNT = """
+SELECT count(*) FROM group_memberships WHERE community_id = $1 AND user_id = $2
+"""
+
+
+# A Home page is a merge with a branch per group (`_home_merge`) up to this many groups of the
+# viewer. Beyond, the statement grows large enough (about 180 bytes and, the first 5 runs on a
+# connection, about 2 ms of planning per branch) that it is used only for pages deep enough
+# that reading k rows of every group costs more: groups x k above MERGE_DEEP_ROWS.
+MERGE_GROUPS = 64
+MERGE_DEEP_ROWS = 50_000
+
+
+def _slots(n: int) -> int:
+    """Branches for n groups: the next power of two (then the next multiple of MERGE_GROUPS),
+    so that a handful of statement texts (prepared once per connection, their plans cached)
+    serve every viewer; a spare slot finds no group and reads nothing."""
+    if n <= MERGE_GROUPS:
+        return 0 if n == 0 else 1 << (n - 1).bit_length()
+    return -(-n // MERGE_GROUPS) * MERGE_GROUPS
+
+
+def _merges(groups: int, k: int) -> bool:
+    """Whether a Home page of the first k rows, for a viewer in `groups` groups, is read as a
+    merge (else k rows of each group, sorted)."""
+    return groups <= MERGE_GROUPS or groups * k > MERGE_DEEP_ROWS
+
+
 @dataclass(frozen=True)
 class _Parts:
     """SQL fragments a page or a stream's latest activity is built from."""
@@ -255,6 +283,7 @@ class _Parts:
     external_system: str | None
     topic: str | None
     since: str | None
+    home_slots: int | None = None
 
 
 def _filters(parts: _Parts, *, with_stream: bool = True, with_topic: bool = True) -> list[str]:
@@ -290,21 +319,29 @@ def _walk(driver: list[str], where: list[str], k: str, source: str = FROM) -> st
     )
 
 
-def _rows_walk(table: str, alias: str, key: str, where: list[str], k: str) -> list[str]:
+def _rows_walk(
+    table: str, alias: str, key: str, where: list[str], k: str, *, copies: bool = False
+) -> list[str]:
     """The first k distinct messages of rows of `table` (recipients, topics) that carry a copy of
     their message's last_interacted_at, walked through (key, last_interacted_at DESC,
     message_id DESC); plus any row not yet backfilled (none once `commons backfill-feed` ran).
 
     Each row's message is looked up (and filtered) on its own (`OFFSET 0` keeps the lookup a
     nested loop), so that the walk stops after k readable messages instead of joining all the
-    rows of the key."""
+    rows of the key.
+
+    With `copies`, the first source yields the rows' own (last_interacted_at, message_id),
+    equal to their message's (the triggers keep them so in the same transaction): its output
+    is then in index order, so that a merge above it reads it lazily."""
     message = (
         f"CROSS JOIN LATERAL (SELECT {CANDIDATE} FROM {FROM}\n"
         f"WHERE {_and([f'm.id = {alias}.message_id', *where])} OFFSET 0) x"
     )
     filled = (
         f"(SELECT DISTINCT ON ({alias}.last_interacted_at, {alias}.message_id) "
-        f"x.id, x.last_interacted_at\nFROM {table} {alias} {message}\n"
+        + (f"{alias}.message_id AS id, {alias}.last_interacted_at" if copies
+           else "x.id, x.last_interacted_at")
+        + f"\nFROM {table} {alias} {message}\n"
         f"WHERE {key} AND {alias}.last_interacted_at IS NOT NULL\n"
         f"ORDER BY {alias}.last_interacted_at DESC, {alias}.message_id DESC LIMIT {k})"
     )
@@ -313,6 +350,76 @@ def _rows_walk(table: str, alias: str, key: str, where: list[str], k: str) -> li
         f"WHERE {key} AND {alias}.last_interacted_at IS NULL)"
     )
     return [filled, unfilled]
+
+
+def _home_merge(parts: _Parts, slots: int, k: str) -> str:
+    """Home's first k rows as a k-way merge: one branch per group of the viewer (a walk of
+    `messages (group_id, last_interacted_at DESC, id DESC)`, the index alone: a member may read
+    their group's messages) and one per other source (`_home_others`), each in page order,
+    under one `ORDER BY ... LIMIT k`. PostgreSQL runs it as a Merge Append that reads about k
+    rows in all (plus one per branch) and stops, instead of k rows per group and a sort of them
+    all. A message reachable from two branches (a followed person's post in one of the viewer's
+    groups) comes out of both with the same key, next to each other: `DISTINCT ON` the key keeps
+    one without collecting anything.
+
+    Branch i walks the viewer's i-th group, read from group_memberships by the statement itself
+    (`mine`): only the number of branches is decided beforehand (`slots`, from the viewer's
+    count of groups, rounded up), so a group left meanwhile is not read, and one joined
+    meanwhile is read when its slot exists (else from the next page read on)."""
+    since = "" if parts.since is None else f" AND m.last_interacted_at > {parts.since}"
+    # compact: the statement is prepared and cached per connection (asyncpg caches statements
+    # up to storage.db's max_cacheable_statement_size)
+    branches = [
+        f"(SELECT {CANDIDATE} FROM messages m WHERE m.group_id = "
+        f"(SELECT ids[{i}] FROM mine){since} ORDER BY {ORDER} LIMIT {k})"
+        for i in range(1, slots + 1)
+    ]
+    for source, ordered in _home_others(parts, k, copies=True):
+        branches.append(source if ordered else (
+            f"(SELECT o.id, o.last_interacted_at FROM {source} o\n"
+            f"ORDER BY o.last_interacted_at DESC, o.id DESC LIMIT {k})"))
+    merged = "\nUNION ALL\n".join(branches)
+    mine = (
+        "WITH mine AS (SELECT array_agg(group_id ORDER BY group_id) AS ids "
+        "FROM group_memberships WHERE community_id = $1 AND user_id = $2)\n"
+    )
+    return (
+        f"({mine if slots else ''}"
+        "SELECT DISTINCT ON (h.last_interacted_at, h.id) h.id, h.last_interacted_at\n"
+        f"FROM ({merged}) h\nORDER BY h.last_interacted_at DESC, h.id DESC LIMIT {k})"
+    )
+
+
+def _home_groups_lateral(parts: _Parts, k: str) -> str:
+    """The viewer's groups read in the statement itself: one walk of (group_id,
+    last_interacted_at, id) per group, k rows each (a stream's latest activity, k = 1)."""
+    since = [] if parts.since is None else [f"m.last_interacted_at > {parts.since}"]
+    return (
+        "(SELECT x.id, x.last_interacted_at FROM group_memberships gm_s\nCROSS JOIN LATERAL "
+        f"(SELECT {CANDIDATE} FROM messages m\n"
+        f"WHERE {_and(['m.group_id = gm_s.group_id', *since])}\n"
+        f"ORDER BY {ORDER} LIMIT {k}) x\n"
+        "WHERE gm_s.user_id = $2 AND gm_s.community_id = $1)"
+    )
+
+
+def _home_others(parts: _Parts, k: str, *, copies: bool = False) -> list[tuple[str, bool]]:
+    """Home's sources besides the viewer's groups, each with whether it comes out in page
+    order: the people they follow (one walk of (user_id, last_interacted_at, id) per person),
+    their own messages, their recipient rows and the announcements; every row checked against
+    READABLE and the filters."""
+    where = _filters(parts, with_stream=False)
+    filled, unfilled = _rows_walk(
+        "message_recipients", "r_s", "r_s.user_id = $2", where, k, copies=copies)
+    return [
+        ("(SELECT x.id, x.last_interacted_at FROM follows f_s\nCROSS JOIN LATERAL "
+         f"{_walk(['m.user_id = f_s.followed_id'], where, k)} x\n"
+         "WHERE f_s.follower_id = $2 AND f_s.community_id = $1)", False),
+        (_walk(["m.user_id = $2"], where, k), True),
+        (filled, copies),
+        (unfilled, False),
+        (_walk(["m.is_announcement"], where, k), True),
+    ]
 
 
 def _sources(parts: _Parts, k: str) -> list[str]:
@@ -336,36 +443,10 @@ def _sources(parts: _Parts, k: str) -> list[str]:
         return [_walk([f"m.external_system_id = {parts.external_system}"], where, k)]
     if parts.group is not None:
         return [_walk([f"m.group_id = {parts.group}"], where, k)]
+    if parts.stream == "home" and parts.home_slots is not None:
+        return [_home_merge(parts, parts.home_slots, k)]
     if parts.stream == "home":
-        where = _filters(parts, with_stream=False)
-        since = [] if parts.since is None else [f"m.last_interacted_at > {parts.since}"]
-        lateral = (
-            "(SELECT x.id, x.last_interacted_at FROM {outer}\nCROSS JOIN LATERAL {walk} x\n"
-            "WHERE {outer_where})"
-        )
-        return [
-            # the viewer's groups: one walk of (group_id, last_interacted_at, id) per group. A
-            # member may read their group's messages, so nothing else is checked and the walk
-            # reads the index alone.
-            lateral.format(
-                outer="group_memberships gm_s",
-                walk=(
-                    f"(SELECT {CANDIDATE} FROM messages m\n"
-                    f"WHERE {_and(['m.group_id = gm_s.group_id', *since])}\n"
-                    f"ORDER BY {ORDER} LIMIT {k})"
-                ),
-                outer_where="gm_s.user_id = $2 AND gm_s.community_id = $1",
-            ),
-            # people they follow: one walk of (user_id, last_interacted_at, id) per person
-            lateral.format(
-                outer="follows f_s",
-                walk=_walk(["m.user_id = f_s.followed_id"], where, k),
-                outer_where="f_s.follower_id = $2 AND f_s.community_id = $1",
-            ),
-            _walk(["m.user_id = $2"], where, k),
-            *_rows_walk("message_recipients", "r_s", "r_s.user_id = $2", where, k),
-            _walk(["m.is_announcement"], where, k),
-        ]
+        return [_home_groups_lateral(parts, k), *(s for s, _ in _home_others(parts, k))]
     if parts.stream == "mentions":
         return _rows_walk("message_recipients", "r_s", "r_s.user_id = $2", where, k)
     if parts.stream == "bookmarked":
@@ -412,7 +493,19 @@ class MessageQuery:
     search: str | None = None
     sticky_first: bool = False
 
-    def build(self, offset: int, limit: int) -> tuple[str, list[Any]]:
+    @property
+    def merges_home(self) -> bool:
+        """Whether the page is Home's own union (then `build` wants the viewer's groups)."""
+        return (self.stream == "home" and self.search is None and self.group_id is None
+                and self.author_id is None and self.external_system_id is None
+                and self.topic is None)
+
+    def build(
+        self, offset: int, limit: int, home_groups: int | None = None
+    ) -> tuple[str, list[Any]]:
+        """The page's SQL and its arguments after $1..$3. For Home (`merges_home`),
+        `home_groups` is how many groups the viewer is in (`home_group_count()`): each becomes
+        a branch of a k-way merge; without it, k rows of each group are read and sorted."""
         args: list[Any] = []
 
         def param(value: Any) -> str:
@@ -422,9 +515,14 @@ class MessageQuery:
         def optional(value: Any) -> str | None:
             return None if value is None else param(value)
 
+        slots = None
+        if home_groups is not None and self.merges_home \
+                and _merges(home_groups, offset + limit):
+            slots = _slots(home_groups)
         parts = _Parts(
             self.stream, optional(self.group_id), optional(self.author_id),
             optional(self.external_system_id), optional(self.topic), optional(self.since),
+            slots,
         )
         if self.search is not None:
             return self._build_search(parts, param, offset, limit), args
@@ -473,6 +571,12 @@ class MessageQuery:
         )
 
 
+async def home_group_count(conn: Conn, community_id: int, viewer_id: int) -> int:
+    """How many groups the viewer is in: the branches of a Home page's merge."""
+    count: int = await conn.fetchval(HOME_GROUP_COUNT, community_id, viewer_id)
+    return count
+
+
 async def list_page(
     conn: Conn,
     community_id: int,
@@ -483,7 +587,9 @@ async def list_page(
     offset: int,
     limit: int,
 ) -> list[MessageRow]:
-    sql, args = query.build(offset, limit)
+    groups = (await home_group_count(conn, community_id, viewer_id)
+              if query.merges_home else None)
+    sql, args = query.build(offset, limit, groups)
     return cast("list[MessageRow]", await conn.fetch(sql, community_id, viewer_id, external, *args))
 
 

@@ -42,7 +42,7 @@ import asyncpg
 from app.access import access_user, require_self_or_admin
 from app.actions.work import work
 from app.context import Viewer
-from app.errors import Forbidden, Invalid, NotFound, TooLarge
+from app.errors import Forbidden, Invalid, NotFound
 from app.images import (
     INLINE_TYPES,
     SNIFF_BYTES,
@@ -53,6 +53,7 @@ from app.images import (
 )
 from app.params import Page, UploadedFile
 from app.render.attachments import display_filename, is_image
+from app.uploads import too_large as too_large  # the views take it from here
 from storage import attachments, users
 from storage.blobs import (
     CHUNK_SIZE,
@@ -118,11 +119,6 @@ def thumbnail_key(storage_key: str, name: str, content_type: str) -> str:
     return f"{storage_key.rsplit('/', 1)[0]}/{name}.{ext}"
 
 
-def too_large(max_bytes: int) -> TooLarge:
-    size = f"{max_bytes // (1024 * 1024)} MB" if max_bytes >= 1024 * 1024 else f"{max_bytes} bytes"
-    return TooLarge(f"The attachment is larger than the limit of {size}")
-
-
 # --- uploading -------------------------------------------------------------------------------
 
 
@@ -164,6 +160,14 @@ async def upload_stream(
         )
     except BlobTooLarge:
         raise too_large(max_bytes) from None
+    return await _record_unclaimed(pool, blobs, viewer, name, content_type, image, key, size)
+
+
+async def _record_unclaimed(
+    pool: asyncpg.Pool, blobs: BlobStore, viewer: Viewer, name: str, content_type: str,
+    image: ImageInfo | None, key: str, size: int,
+) -> asyncpg.Record:
+    """The row of a stored upload, unclaimed (the blob is deleted if that fails)."""
     sized = image if image is not None and image.thumbnailable else None
     try:
         return await attachments.insert(
@@ -190,10 +194,34 @@ async def store_file(
     limit = max_bytes if max_bytes is not None else max(upload.size, 1)
     if upload.size > limit:
         raise too_large(limit)
-    return await upload_stream(
-        pool, blobs, viewer, filename=upload.filename, declared_type=upload.content_type,
-        chunks=upload.chunks(), max_bytes=limit,
-    )
+    name = sanitize_filename(upload.filename)
+    image = sniff(await upload.head(SNIFF_BYTES))
+    content_type = content_type_of(name, upload.content_type, image)
+    key = new_storage_key(viewer.community_id)
+    size = await put_upload(blobs, key, upload, content_type=content_type, max_bytes=limit)
+    return await _record_unclaimed(pool, blobs, viewer, name, content_type, image, key, size)
+
+
+async def put_upload(
+    blobs: BlobStore, key: str, upload: UploadedFile, *, content_type: str,
+    max_bytes: int | None,
+) -> int:
+    """Store a spooled upload under key; its size. Moved into the store without a copy where
+    the store can (a local one on the same file system), else streamed. Over max_bytes: 413
+    with nothing stored."""
+    if max_bytes is not None and upload.size > max_bytes:
+        raise too_large(max_bytes)
+    fd = upload.fileno()
+    if fd is not None:
+        size = await blobs.adopt_file(key, fd)
+        if size is not None:
+            return size
+    try:
+        return await blobs.put_stream(
+            key, upload.chunks(), content_type=content_type, max_bytes=max_bytes
+        )
+    except BlobTooLarge:
+        raise too_large(max_bytes or upload.size) from None
 
 
 # --- claiming --------------------------------------------------------------------------------
@@ -441,12 +469,8 @@ async def store_avatar(
     await access_user(pool, viewer, user_id)
     image = await avatar_image(upload)
     key = new_storage_key(viewer.community_id)
-    try:
-        size = await blobs.put_stream(
-            key, upload.chunks(), content_type=image.content_type, max_bytes=max_bytes
-        )
-    except BlobTooLarge:
-        raise too_large(max_bytes or upload.size) from None
+    size = await put_upload(blobs, key, upload, content_type=image.content_type,
+                            max_bytes=max_bytes)
     try:
         async with work(pool, None, viewer.community_id) as w:
             user = await access_user(w.conn, viewer, user_id)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import mimetypes
 import re
 import secrets
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from typing import Any
 import asyncpg
 
 from app.access import access_group
-from app.actions.attachments import delete_blobs, store_file, too_large
+from app.actions.attachments import delete_blobs, store_file
 from app.actions.content_filters import check_text
 from app.actions.external_systems import hash_secret, new_secret, secret_matches
 from app.actions.messages import NewMessage, insert_message
@@ -40,6 +39,7 @@ from app.errors import Forbidden, Invalid, NotFound, RateLimited
 from app.params import Page, UploadedFile
 from app.ratelimit import RateLimiter
 from app.render.messages import SOURCES
+from app.uploads import InvalidDataUri, data_uri_filename, too_large
 from realtime.hub import Hub
 from storage import attachments as attachment_storage
 from storage import messages as message_storage
@@ -126,13 +126,14 @@ def decode_data_uri(value: str, max_bytes: int) -> UploadedFile:
         raise too_large(max_bytes)
     if not data:
         raise Invalid.field(ATTACHMENT, "is empty")
-    extension = mimetypes.guess_extension(content_type, strict=False) or ""
-    return UploadedFile.from_bytes(f"attachment{extension}", content_type, data)
+    return UploadedFile.from_bytes(data_uri_filename(content_type), content_type, data)
 
 
 def attachment_of(value: Any, max_bytes: int) -> UploadedFile | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
+    if isinstance(value, InvalidDataUri):  # a JSON data URI, decoded as it arrived
+        raise Invalid.field(ATTACHMENT, value.reason)
     if isinstance(value, UploadedFile):
         if value.size > max_bytes:
             raise too_large(max_bytes)

@@ -27,9 +27,9 @@ from app.params import (
     IdList,
     OptionalId,
     PageQuery,
+    Since,
     parse,
     path_id,
-    since_param,
 )
 from app.resources import blobs_of, hub_of, pool_of
 from app.responses import created, json_response, no_content
@@ -75,7 +75,7 @@ class MessageListQuery(PageQuery):
     """Parameters of every message list."""
 
     model_config = LOOSE
-    since: OptionalInt = None
+    since: Since = None
     stream_id: OptionalId = None
     user_id: OptionalId = None
     external_system_id: OptionalId = None
@@ -201,7 +201,7 @@ async def _render_one(
 
 def _narrowed(scope: MessageQuery, query: MessageListQuery, **extra: Any) -> MessageQuery:
     """The scope plus the filters every list takes (since, tag) and `extra` fields."""
-    return lists.narrowed(scope, since=since_param(query.since), tag=query.tag, **extra)
+    return lists.narrowed(scope, since=query.since, tag=query.tag, **extra)
 
 
 # --- lists -----------------------------------------------------------------------------------

@@ -31,9 +31,9 @@ from app.params import (
     IdList,
     OptionalId,
     PageQuery,
+    Since,
     parse,
     path_id,
-    since_param,
 )
 from app.resources import hub_of, pool_of
 from app.responses import created, json_response
@@ -69,7 +69,7 @@ class ThanksBody(BaseModel):
 class ThanksListQuery(PageQuery):
     model_config = LOOSE
     user_id: OptionalId = None
-    since: OptionalInt = None
+    since: Since = None
 
 
 async def _query(request: web.Request, model: type[Any]) -> Any:
@@ -94,7 +94,7 @@ async def create_thanks(request: web.Request) -> web.Response:
 async def _list(request: web.Request, recipient_id: int | None) -> web.Response:
     query: ThanksListQuery = await _query(request, ThanksListQuery)
     page = query.paging
-    since = since_param(query.since)
+    since = query.since
     viewer = viewer_of(request)
     async with pool_of(request).acquire() as conn:
         rows = await actions.list_thanks(

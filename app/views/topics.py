@@ -29,7 +29,7 @@ from app.actions.message_lists import MessageQuery
 from app.actions.users import full_users
 from app.context import Viewer, community_of, viewer_of
 from app.errors import BadRequest, Invalid, NotFound
-from app.params import LOOSE, PageQuery, parse, parse_page, since_param
+from app.params import LOOSE, PageQuery, parse, parse_page
 from app.render.topics import tag, topic
 from app.resources import pool_of
 from app.responses import created, json_response
@@ -94,7 +94,7 @@ async def show_topic(request: web.Request) -> web.Response:
     except Invalid as exc:  # a non-number where a number belongs cannot be parsed: 400
         raise BadRequest(*exc.messages, fields=exc.fields) from None
     page = query.paging
-    since = since_param(query.since)
+    since = query.since
     viewer = viewer_of(request)
     base = community_of(request).base_url
     pool = pool_of(request)

@@ -16,6 +16,7 @@ from app.params import LOOSE, parse, parse_page, path_id, read_params, validate
 from app.render.webhooks import created_webhook, webhook
 from app.resources import LIMITER, blobs_of, hub_of, pool_of, settings_of
 from app.responses import created, json_response, no_content
+from app.uploads import DATA_URI_LIMIT_KEY
 
 MAX_BODY = 50_000
 
@@ -78,6 +79,8 @@ async def incoming_webhook(request: web.Request) -> web.Response:
         pool, request.app[LIMITER], community.id, request.match_info["webhook_identifier"],
         request.match_info["webhook_secret"], rate_limit=settings.rate_limit_webhooks,
     )
+    # a JSON body's data URI attachment is decoded as it arrives, not held whole
+    request[DATA_URI_LIMIT_KEY] = settings.max_upload_bytes
     params = validate(WebhookMessageBody, await read_params(request)).message
     await actions.post_incoming(
         pool, blobs_of(request), hook, community.base_url,

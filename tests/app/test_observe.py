@@ -3,6 +3,8 @@ secrets kept out of every log line (issue 8 defect 13)."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import dataclasses
 import io
 import json
@@ -12,17 +14,21 @@ from typing import Any
 
 import asyncpg
 import pytest
-from aiohttp.test_utils import TestClient
+from aiohttp import web
+from aiohttp.log import access_logger as aiohttp_access_log
+from aiohttp.test_utils import TestClient, TestServer
 
 from app.config import Settings
 from app.logs import configure_logging, redact
 from app.main import create_app
 from app.resources import POOL
+from app.server import make_runner
 from app.views import webhooks as webhook_views
 from migrations import discover
+from tests.app.views.test_external_systems import make_system, service_header
 from tests.app.views.test_webhooks import incoming_path, make_webhook
 from tests.servers import free_port
-from tests.support import World
+from tests.support import PASSWORD, World
 
 
 @pytest.fixture
@@ -197,13 +203,16 @@ def test_redaction_of_what_libraries_may_log(log_output: io.StringIO) -> None:
     log.warning("connecting to postgresql://commons:hunter2@db:5432/commons")
     log.warning("form user[password]=hunter3&user[name]=x")
     log.warning('body {"password": "hunter4", "token": "tok-5"}')
+    log.warning("credentials SocialcastApiClient 9f8e7d:hunter6 refused")
+    log.warning("headers %s", {"Cookie": "lang=en; commons_session=hunter7",
+                               "Set-Cookie": 'commons_session="hunter8"; HttpOnly; Path=/'})
     try:
         raise ValueError("bad Bearer abcdef0123456789")
     except ValueError:
         log.exception("failed")
     output = log_output.getvalue()
     for secret in ("abcDEF123secret", "YWxpY2U6c2VjcmV0", "hunter2", "hunter3", "hunter4",
-                   "tok-5", "abcdef0123456789"):
+                   "tok-5", "abcdef0123456789", "hunter6", "hunter7", "hunter8"):
         assert secret not in output, secret
     assert "/api/webhooks/17/[REDACTED]" in output
     assert "user[name]=x" in output
@@ -212,3 +221,121 @@ def test_redaction_of_what_libraries_may_log(log_output: io.StringIO) -> None:
 def test_redact_leaves_ordinary_text_alone() -> None:
     text = "GET /api/users/12 200 3.1 ms (request 9f8e)"
     assert redact(text) == text
+
+
+class ProductionServer(TestServer):
+    """The app on `commons serve`'s runner (app.server.make_runner), with aiohttp's raw access
+    log turned on as an operator could: every line it writes must be redacted too."""
+
+    def __init__(self, app: web.Application, settings: Settings) -> None:
+        super().__init__(app)
+        self.settings = settings
+
+    async def _make_runner(self, **kwargs: Any) -> web.BaseRunner:
+        return make_runner(self.app, self.settings, access_log=aiohttp_access_log, **kwargs)
+
+
+async def test_no_secret_reaches_any_log_line(
+    world: World, aiohttp_client: Any, settings: Settings, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Defect 13, through real requests at DEBUG: the access lines (ours and aiohttp's), the
+    JSON log, parser errors and a traceback never carry a password, Basic credentials, a
+    service client secret (either scheme), a session cookie, a webhook secret or a token in
+    a query."""
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    buffer = io.StringIO()
+    configure_logging("DEBUG", "json", stream=buffer)
+    try:
+        on_json = dataclasses.replace(settings, log_format="json")
+        client = await aiohttp_client(ProductionServer(create_app(on_json), on_json))
+        world.client = client
+        admin = await world.community()
+        anon = admin.api.anonymous()
+        host = {"Host": admin.community.domain}
+        system = await make_system(admin)
+        hook = await make_webhook(admin, (await world.group(admin))["id"])
+        secrets = {"password": PASSWORD, "new password": "Brand-new-pass-77",
+                   "basic": base64.b64encode(f"{admin.email}:{PASSWORD}".encode()).decode(),
+                   "client secret": system["client_secret"], "webhook": hook["secret"],
+                   "query token": "qtok-5e3f9a1b7c", "query key": "qkey-0d4c2b8a6e"}
+        # a session, then requests made with it
+        login = await anon.post("/api/authentication",
+                                json={"email": admin.email, "password": PASSWORD})
+        assert login.status == 200
+        cookie = next(c for c in login.headers.getall("Set-Cookie")
+                      if c.startswith("commons_session="))
+        secrets["session"] = cookie.split(";")[0].split("=", 1)[1].strip('"')
+        by_cookie = {**host, "Cookie": cookie.split(";")[0]}
+        assert (await client.get("/api/userinfo", headers=by_cookie)).status == 200
+        # Basic credentials, right and wrong; the password in a form and in a failed change
+        assert (await admin.api.get("/api/userinfo")).status == 200
+        assert (await admin.api.as_user(admin.email, "Wrong-pass-99").get(
+            "/api/userinfo")).status == 401
+        secrets["wrong password"] = "Wrong-pass-99"
+        assert (await anon.post("/api/authentication", data={
+            "email": admin.email, "password": "Wrong-pass-99"})).status == 401
+        change = await admin.api.put(f"/api/users/{admin.id}", json={"user": {
+            "password": secrets["new password"], "current_password": "Wrong-pass-99"}})
+        assert change.status == 403, change.text
+        # the service client schemes, right and wrong
+        for scheme in ("SocialcastApiClient", "ServiceApiClient"):
+            ok = await client.post("/api/external_systems/authentication",
+                                   headers={**host, **service_header(system, scheme)})
+            assert ok.status == 200, ok.text
+        wrong = {**host, "Authorization":
+                 f"SocialcastApiClient {system['client_identifier']}:Wrong-pass-99"}
+        assert (await client.post("/api/external_systems/authentication",
+                                  headers=wrong)).status == 401
+        # tokens in a query (ignored, but in the request line)
+        resp = await admin.api.get("/api/users/search", params={
+            "q": "x", "access_token": secrets["query token"], "api_key": secrets["query key"]})
+        assert resp.status == 200
+        # an incoming webhook, whose path carries its secret
+        resp = await client.post(incoming_path(hook), json={"message": {"body": "deployed"}},
+                                 headers=host)
+        assert resp.status == 204
+        # parser errors on the raw socket, with credentials in the head
+        for raw in (f"GET /api/userinfo?token={secrets['query token']} HTTP/1.1\n"
+                    f"Host: x\nAuthorization: Basic {secrets['basic']}\n\n",
+                    f"GET / HTTP/1.1\r\nAuthorization: Basic {secrets['basic']}\r\n"
+                    f"X-Long: {'b' * 20_000}\r\n\r\n"):
+            reader, writer = await asyncio.open_connection(client.host, client.port)
+            writer.write(raw.encode())
+            await writer.drain()
+            assert (await asyncio.wait_for(reader.read(), 5)).split(b" ")[1].startswith(b"4")
+            writer.close()
+
+        # an error whose text echoes what a library was given (a traceback at ERROR)
+        async def broken(*args: Any, **kwargs: Any) -> None:
+            raise RuntimeError(
+                f"upstream refused GET /x?access_token={secrets['query token']} with "
+                f"Authorization: SocialcastApiClient {system['client_identifier']}:"
+                f"{secrets['client secret']}, Cookie: commons_session={secrets['session']}; "
+                f"lang=en, Set-Cookie: commons_session=\"{secrets['session']}\"; HttpOnly, "
+                f"{{'password': '{PASSWORD}'}}, user[password]={secrets['new password']}; "
+                f"retried as SocialcastApiClient {system['client_identifier']}:"
+                f"{secrets['client secret']}")
+
+        monkeypatch.setattr(webhook_views.actions, "post_incoming", broken)
+        resp = await client.post(incoming_path(hook), json={"message": {"body": "again"}},
+                                 headers=host)
+        assert resp.status == 500
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in saved[0]:
+            root.addHandler(handler)
+        root.setLevel(saved[1])
+
+    output = buffer.getvalue()
+    records = lines(buffer)
+    # everything was logged: our access line per request, aiohttp's too, the errors
+    assert len([r for r in records if r["logger"] == "commons.access"]) >= 12
+    assert any(r["logger"] == "aiohttp.access" for r in records)
+    assert any("HTTP parser error" in r["message"] for r in records)
+    assert any(r["level"] == "ERROR" and "RuntimeError" in r.get("exception", "")
+               for r in records)
+    leaked = {name: [r for r in records if value in json.dumps(r)]
+              for name, value in secrets.items() if value in output}
+    assert not leaked, leaked

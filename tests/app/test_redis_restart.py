@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -22,7 +23,7 @@ from aiohttp.test_utils import TestClient
 from app.config import Settings
 from app.main import create_app
 from app.passwords import Passwords
-from app.resources import HUB, POOL
+from app.resources import HUB, POOL, REDIS_HEALTH
 from realtime.hub import RedisHub
 from tests.app.views.conversations_support import start
 from tests.app.views.realtime_support import basic_headers
@@ -160,3 +161,59 @@ async def test_redis_restart_loses_no_remark(
     assert len([w for w in warnings if w.startswith("Redis unreachable")]) <= 2, warnings
     assert len([w for w in warnings if w.startswith("Redis reachable again")]) <= 2, warnings
     assert len(warnings) <= 4, warnings
+
+
+@pytest.mark.parametrize("outage", ["kill", "freeze"])
+async def test_one_log_line_per_redis_outage(
+    outage: str, aiohttp_client: Any, settings: Settings, private_redis: RedisProcess,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Defect 10: one WARNING when Redis goes away and one when it is back, however many
+    publishes, rate-limit counts and presence updates fail in between (there used to be one
+    per publish). Spread over several seconds, so that the app retries Redis several times
+    during the outage (once per second) and each retry fails."""
+    app = create_app(dataclasses.replace(settings, redis_url=private_redis.url))
+    client: TestClient = await aiohttp_client(app)
+    world = World(app[POOL], Passwords(settings.argon2), client)
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    cid = (await start(ann, bob, text=None))["id"]
+    hub = app[HUB]
+    assert isinstance(hub, RedisHub)
+    watcher = Client(client, bob)  # a socket on the app, so the hub has a subscription
+    await watcher.connect()
+    await post_remark(ann, cid, "before")
+    assert await watcher.collect(1)
+
+    caplog.clear()
+    caplog.set_level("INFO")
+    if outage == "freeze":
+        private_redis.freeze()
+    else:
+        await asyncio.to_thread(private_redis.kill)
+    for n in range(12):  # about 3 s of traffic: at least two retries of Redis that fail
+        await post_remark(ann, cid, f"while down {n}")
+        await bob.api.get(f"/api/conversations/{cid}/remarks")
+        await asyncio.sleep(0.25)
+    down = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.getMessage().split(" (")[0] for r in down] == ["Redis unreachable"], [
+        (r.name, r.getMessage()) for r in down]
+
+    if outage == "freeze":
+        private_redis.thaw()
+    else:
+        await asyncio.to_thread(private_redis.start)
+    async with asyncio.timeout(15):
+        while not hub.connected or app[REDIS_HEALTH].down:  # posting is what retries Redis
+            await post_remark(ann, cid, "after")
+            await asyncio.sleep(0.2)
+    for n in range(5):
+        await post_remark(ann, cid, f"back {n}")
+    # the socket got everything, then: nothing was lost while the log stayed quiet
+    assert len(await watcher.collect(1 + 12 + 5, within=20)) >= 18
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.getMessage().split(" (")[0].split(" after")[0] for r in warnings] == [
+        "Redis unreachable", "Redis reachable again"], [(r.name, r.getMessage())
+                                                        for r in warnings]
+    assert watcher.ws is not None
+    await watcher.ws.close()

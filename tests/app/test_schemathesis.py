@@ -29,18 +29,29 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from app.config import Settings
 from app.main import create_app
+from app.middleware import route_template
 from app.passwords import Passwords
 from app.resources import POOL
 from app.routes import ROUTES
 from tests.servers import free_port
 from tests.support import PASSWORD, Member, World
 
-MAX_SECONDS = 75  # schemathesis' own time budget; the whole test takes a little more
+# schemathesis' own time budgets, one per run: the stateful phase runs on its own, so that a
+# slow machine cuts the other phases short rather than skip it. The test takes a little more.
+MAX_SECONDS = 55
+STATEFUL_SECONDS = 20
 EXAMPLES = 6  # per operation and phase
+# At least this share of the operations must answer a 2xx at least once (seen by the server):
+# the seeded ids and credentials reach the operations' success paths, not only their 404s.
+# Measured 98/152 (seed 1); see docs/faults.md for the operations that never get one.
+MIN_SUCCESS_SHARE = 0.6
+MIN_LINKS = 1  # OpenAPI links the stateful phase must have followed (it ran on what it made)
+STATEFUL_EXAMPLES = 20  # scenarios, each up to 6 steps
 
 
 @dataclasses.dataclass
@@ -178,6 +189,8 @@ class ServerThread:
         self.settings = settings
         self.port = free_port()
         self.ids: dict[str, Any] = {}
+        # (method, route template) of every operation answered with a 2xx, seen by the server
+        self.succeeded: set[tuple[str, str]] = set()
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -208,11 +221,18 @@ class ServerThread:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         app = create_app(self.settings)
+
+        async def record(request: web.Request, response: web.StreamResponse) -> None:
+            if 200 <= response.status < 300:
+                self.succeeded.add((request.method, route_template(request)))
+
+        app.on_response_prepare.append(record)
         client = TestClient(TestServer(app, host="127.0.0.1", port=self.port))
         await client.start_server()
         try:
             world = World(app[POOL], Passwords(self.settings.argon2), client)
             self.ids = await seed(world)
+            self.succeeded.clear()  # what the seeding did is not schemathesis' doing
             self._ready.set()
             await self._stop.wait()
         finally:
@@ -230,19 +250,21 @@ def destructive(method: str, path: str) -> bool:
     return method == "DELETE" or path.endswith(("/leave", "/reject", "/approve"))
 
 
-def config(ids: dict[str, Any]) -> str:
+def config(ids: dict[str, Any], max_seconds: int) -> str:
     """schemathesis.toml: every path parameter bound to a seeded id (per operation for `id`),
     the second set for destructive operations."""
     names = {n for r in ROUTES for n in re.findall(r":(\w+)", r.path)} - {"id"}
     common = {f"path.{n}": ids[n] for n in sorted(names) if n in ids}
     victims = ids["victims"]
     lines = [
-        f"max-time = {MAX_SECONDS}",
+        f"max-time = {max_seconds}",
         "workers = 1",
         "[parameters]",
         *(f"{json.dumps(k)} = {_toml(v)}" for k, v in common.items()),
         "[generation]",
         f"max-examples = {EXAMPLES}",
+        "[phases.stateful.generation]",
+        f"max-examples = {STATEFUL_EXAMPLES}",
         "[checks]",
         "enabled = false",
         "not_a_server_error.enabled = true",
@@ -278,32 +300,55 @@ def served(settings: Settings) -> Iterator[ServerThread]:
         yield server
 
 
-def test_schemathesis_finds_no_server_error(served: ServerThread, tmp_path: Path) -> None:
+def schemathesis(served: ServerThread, tmp_path: Path, phases: str, max_seconds: int) -> str:
+    """Runs the CLI with `phases` within `max_seconds`; its output, asserting it passed."""
     ids = served.ids
-    (tmp_path / "schemathesis.toml").write_text(config(ids))
+    config_file = tmp_path / f"schemathesis-{phases.replace(',', '-')}.toml"
+    config_file.write_text(config(ids, max_seconds))
     token = base64.b64encode(f"{ids['login']}:{PASSWORD}".encode()).decode()
     base = f"http://127.0.0.1:{served.port}"
     command = [
-        str(Path(sys.executable).parent / "st"), "--config-file",
-        str(tmp_path / "schemathesis.toml"), "run", f"{base}/api/openapi.json",
-        "--url", base,
+        str(Path(sys.executable).parent / "st"), "--config-file", str(config_file),
+        "run", f"{base}/api/openapi.json", "--url", base,
         "-H", f"Host: {ids['host']}", "-H", f"Authorization: Basic {token}",
-        "--phases", "examples,coverage,fuzzing,stateful",
+        "--phases", phases,
         "--seed", "1", "--no-color", "--generation-database", "none",
         "--request-timeout", "20", "--suppress-health-check", "all",
     ]
     env = {**os.environ, "SCHEMATHESIS_HOOKS": ""}
-    result = subprocess.run(command, capture_output=True, text=True, timeout=MAX_SECONDS * 4,
+    result = subprocess.run(command, capture_output=True, text=True, timeout=max_seconds * 4,
                             cwd=tmp_path, env=env)
     output = result.stdout + result.stderr
-    (tmp_path / "schemathesis.txt").write_text(output)
-    print(output[-6000:])
+    (tmp_path / f"{config_file.stem}.txt").write_text(output)
+    print(output[-3000:])
     assert result.returncode == 0, output[-20000:]
+    return output
+
+
+def test_schemathesis_finds_no_server_error(served: ServerThread, tmp_path: Path) -> None:
+    output = schemathesis(served, tmp_path, "examples,coverage,fuzzing", MAX_SECONDS)
     summary = output[output.rindex("SUMMARY"):]
     tested = re.search(r"Selected: (\d+)/(\d+)\s+Tested: (\d+)", summary)
     assert tested is not None, summary
     assert tested.groups() == (str(len(ROUTES)),) * 3, summary  # every operation
     cases = re.search(r"(\d+) generated, (\d+) passed", summary)
     assert cases is not None and cases.group(1) == cases.group(2), summary
-    assert int(cases.group(1)) >= 500, summary  # not a run cut short
-    assert "✅ Stateful" in summary, summary  # the links were followed
+    assert int(cases.group(1)) >= 300, summary  # not a run cut short
+
+    # the stateful phase on its own: from what its POSTs create, through the OpenAPI links
+    output = schemathesis(served, tmp_path, "stateful", STATEFUL_SECONDS)
+    stateful = re.search(r"Stateful.*?Scenarios:\s+(\d+).*?API Links:\s+(\d+) covered / (\d+)",
+                         output, re.S)
+    assert stateful is not None, output[-6000:]
+    scenarios, links, all_links = (int(g) for g in stateful.groups())
+    steps = re.search(r"(\d+) generated, (\d+) passed", output[output.rindex("SUMMARY"):])
+    assert steps is not None and steps.group(1) == steps.group(2), output[-6000:]
+
+    ok = {(r.method, r.path) for r in ROUTES} & served.succeeded
+    missed = sorted(f"{r.method} {r.path}" for r in ROUTES if (r.method, r.path) not in ok)
+    print(f"schemathesis: {tested.group(3)} operations, {cases.group(1)} cases "
+          f"(+{steps.group(1)} stateful), {len(ok)}/{len(ROUTES)} operations answered a 2xx; "
+          f"stateful: {scenarios} scenarios, {links}/{all_links} links followed")
+    print("never answered a 2xx:", ", ".join(missed))
+    assert scenarios > 0 and links >= MIN_LINKS, (scenarios, links, all_links)
+    assert len(ok) >= MIN_SUCCESS_SHARE * len(ROUTES), missed

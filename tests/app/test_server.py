@@ -12,6 +12,7 @@ import orjson
 import pytest
 from aiohttp import web
 
+from app.checks import SettingsError, check_static
 from app.config import Settings
 from app.server import make_runner
 
@@ -134,3 +135,34 @@ async def test_a_head_not_sent_in_time_is_cut(serve: object) -> None:
     assert first.startswith(b"HTTP/1.1 200")
     assert await asyncio.wait_for(reader.read(), 5) == b""
     writer.close()
+
+
+def test_the_head_deadline_and_the_cap_are_read_from_the_environment() -> None:
+    """Fractions of a second are a deadline too (COMMONS_HEAD_TIMEOUT_SECONDS=0.5 was refused
+    as not an integer); nonsense is refused at start with the setting's name."""
+    settings = Settings.from_env({"COMMONS_HEAD_TIMEOUT_SECONDS": "0.5",
+                                  "COMMONS_MAX_CONNECTIONS": "250"})
+    assert (settings.head_timeout_seconds, settings.max_connections) == (0.5, 250)
+    defaults = Settings.from_env({})
+    assert (defaults.head_timeout_seconds, defaults.max_connections) == (30.0, 10_000)
+    check_static(settings)
+    check_static(replace(settings, max_connections=0))  # no cap
+    for env in ({"COMMONS_HEAD_TIMEOUT_SECONDS": "0"}, {"COMMONS_HEAD_TIMEOUT_SECONDS": "-1"},
+                {"COMMONS_MAX_CONNECTIONS": "-5"}):
+        with pytest.raises(SettingsError, match=next(iter(env))):
+            check_static(Settings.from_env(env))
+    with pytest.raises(ValueError, match="COMMONS_MAX_CONNECTIONS must be an integer"):
+        Settings.from_env({"COMMONS_MAX_CONNECTIONS": "1.5"})
+
+
+async def test_a_fractional_head_deadline_cuts_in_time(serve: object) -> None:
+    settings = Settings.from_env({"COMMONS_HEAD_TIMEOUT_SECONDS": "0.5"})
+    port = await serve(head_timeout_seconds=settings.head_timeout_seconds)  # type: ignore[operator]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    started = time.monotonic()
+    try:
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n")  # and nothing more
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+    finally:
+        writer.close()
+    assert 0.4 <= time.monotonic() - started < 1.5

@@ -3,19 +3,34 @@ request ends (issue 8, defect 6); malformed multipart bodies are 400s (defect 7)
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
+import tracemalloc
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from app.errors import TooLarge
 from app.middleware import errors_middleware
 from app.params import UploadedFile, read_params
 from app.responses import json_response
-from app.uploads import SPOOL_BYTES, WRITE_BUFFER, uploads_middleware
+from app.uploads import (
+    DATA_URI_LIMIT_KEY,
+    SPOOL_BYTES,
+    UPLOAD_DIR_KEY,
+    UPLOADS_KEY,
+    WRITE_BUFFER,
+    InvalidDataUri,
+    close_uploads,
+    read_json_spooling_data_uris,
+    uploads_middleware,
+)
 
 SEEN: list[UploadedFile] = []
 
@@ -150,3 +165,148 @@ async def test_a_plain_multipart_field_still_reads(uploads: TestClient) -> None:
                               headers={"Content-Type": "multipart/form-data; boundary=XyZ"})
     assert resp.status == 200
     assert await resp.json() == {"a": "value"}
+
+
+# --- JSON bodies with a base64 data URI attachment (incoming webhooks) --------------------------
+
+
+class _Content:
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = pieces
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        for piece in self.pieces:
+            yield piece
+
+
+class _Request(dict[Any, Any]):
+    """What read_json_spooling_data_uris uses of a request: its body in given pieces."""
+
+    def __init__(self, body: bytes, sizes: list[int], directory: Path,
+                 client_max_size: int = 1024 * 1024) -> None:
+        super().__init__()
+        pieces, at, n = [], 0, 0
+        while at < len(body):
+            size = sizes[n % len(sizes)]
+            pieces.append(body[at:at + size])
+            at, n = at + size, n + 1
+        self.content = _Content(pieces)
+        self.client_max_size = client_max_size
+        self[UPLOAD_DIR_KEY] = directory
+
+
+async def _spooled(body: bytes, sizes: list[int], directory: Path, limit: int = 10**8,
+                   client_max_size: int = 1024 * 1024) -> dict[str, Any]:
+    request = cast(web.Request, _Request(body, sizes, directory, client_max_size))
+    return await read_json_spooling_data_uris(request, limit)
+
+
+def _data_uri_body(data: bytes, *, escape: bool = False, key: str = "attachment") -> bytes:
+    encoded = base64.b64encode(data).decode()
+    if escape:  # as some JSON encoders write it: slashes escaped, line breaks every 76
+        encoded = "\\n".join(encoded[i:i + 76] for i in range(0, len(encoded), 76))
+        encoded = encoded.replace("/", "\\/")
+    return (f'{{"message": {{"body": "Log \\"x\\" attached", "{key}": '
+            f'"data:application/pdf;base64,{encoded}", "n": [1, "data:x"]}}}}').encode()
+
+
+@pytest.mark.parametrize("sizes", [[1], [3, 1, 7], [4096], [10**9]],
+                         ids=["bytes", "odd", "4k", "whole"])
+@pytest.mark.parametrize("escape", [False, True], ids=["plain", "escaped"])
+async def test_a_data_uri_is_decoded_as_it_arrives(
+    sizes: list[int], escape: bool, tmp_path: Path
+) -> None:
+    data = os.urandom(3000 if sizes[0] < 100 else 700_001)
+    params = await _spooled(_data_uri_body(data, escape=escape), sizes, tmp_path)
+    message = params["message"]
+    upload = message["attachment"]
+    assert isinstance(upload, UploadedFile), message
+    assert (upload.filename, upload.content_type) == ("attachment.pdf", "application/pdf")
+    assert await upload.read() == data and upload.size == len(data)
+    assert (upload._file is not None) == (len(data) > SPOOL_BYTES)
+    # the rest of the body as it was
+    assert message["body"] == 'Log "x" attached' and message["n"] == [1, "data:x"]
+    upload.close()
+
+
+async def test_only_an_attachment_is_spooled(tmp_path: Path) -> None:
+    encoded = base64.b64encode(b"hello").decode()
+    body = (f'{{"message": {{"body": "data:text/plain;base64,{encoded}", '
+            f'"attachment": "data:text/plain,plain", "x": {{"attachment": "not a uri"}}}}}}')
+    params = await _spooled(body.encode(), [5], tmp_path)
+    assert params["message"] == {"body": f"data:text/plain;base64,{encoded}",
+                                 "attachment": "data:text/plain,plain",
+                                 "x": {"attachment": "not a uri"}}
+    unwrapped = await _spooled(f'{{"message[attachment]": "data:text/plain;base64,{encoded}"}}'
+                               .encode(), [2], tmp_path)
+    assert await unwrapped["message[attachment]"].read() == b"hello"
+
+
+@pytest.mark.parametrize(("payload", "reason"), [
+    ("QUJD@@@@", "is not valid base64"), ("QQ==QUJD", "is not valid base64"),
+    ("QUJ", "is not valid base64"), ("QU\\u0042D", "is not valid base64"), ("", "is empty"),
+])
+async def test_a_data_uri_that_is_not_base64(payload: str, reason: str, tmp_path: Path) -> None:
+    body = f'{{"attachment": "data:image/png;base64,{payload}", "body": "x"}}'.encode()
+    params = await _spooled(body, [3], tmp_path)
+    assert isinstance(params["attachment"], InvalidDataUri)
+    assert params["attachment"].reason == reason and params["body"] == "x"
+
+
+async def test_a_data_uri_over_the_limit_is_a_413_as_soon_as_it_is_seen(tmp_path: Path) -> None:
+    body = _data_uri_body(os.urandom(SPOOL_BYTES + 50_000))
+    request = _Request(body + b"this is never read as JSON", [4096], tmp_path)
+    with pytest.raises(TooLarge):
+        await read_json_spooling_data_uris(cast(web.Request, request), SPOOL_BYTES + 40_000)
+    (upload,) = request[UPLOADS_KEY]  # its temp file is the request's: closed at its end
+    assert _open_files(tmp_path) == 1
+    close_uploads(cast(web.Request, request))
+    assert _open_files(tmp_path) == 0 and upload.fileno() is None
+    # and what is not spooled counts against client_max_size
+    with pytest.raises(TooLarge):
+        await _spooled(b'{"body": "' + b"x" * 5000 + b'"}', [100], tmp_path,
+                       client_max_size=4000)
+
+
+async def test_a_data_uri_body_is_never_held_whole(aiohttp_client: Any, tmp_path: Path) -> None:
+    """12 MB through a real request, sent as it is made: the encoded text (16 MB, past
+    client_max_size) is never read whole, nor the decoded bytes; Python's allocations (the
+    server's and this client's) peak far below either."""
+
+    async def keep_uri(request: web.Request) -> web.Response:
+        request[DATA_URI_LIMIT_KEY] = 13 * 1024 * 1024
+        upload = (await read_params(request))["attachment"]
+        assert isinstance(upload, UploadedFile)
+        digest = hashlib.sha256()
+        async for chunk in upload.chunks():
+            digest.update(chunk)
+        return json_response({"size": upload.size, "on_disk": upload._file is not None,
+                              "sha256": digest.hexdigest()})
+
+    app = web.Application(middlewares=[errors_middleware, uploads_middleware(tmp_path)],
+                          client_max_size=13 * 1024 * 1024)
+    app.router.add_post("/keep_uri", keep_uri)
+    client = await aiohttp_client(app)
+    block = os.urandom(3 * 64 * 1024)
+    blocks = 64
+    sent = hashlib.sha256()
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b'{"body": "x", "attachment": "data:application/octet-stream;base64,'
+        for n in range(blocks):
+            piece = n.to_bytes(4, "big") + block[4:]
+            sent.update(piece)
+            yield base64.b64encode(piece)
+        yield b'"}'
+
+    tracemalloc.start()
+    try:
+        resp = await client.post("/keep_uri", data=body(),
+                                 headers={"Content-Type": "application/json"})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert resp.status == 200, await resp.text()
+    assert await resp.json() == {"size": blocks * len(block), "on_disk": True,
+                                 "sha256": sent.hexdigest()}
+    assert peak < 6 * 1024 * 1024, peak  # about 4 MB: socket buffers and a write buffer

@@ -2,6 +2,10 @@
 (20,000 messages, ANALYZEd), no page query scans a feed table sequentially and no sort sees
 more than the candidates of the page (a bounded number per source), whatever the stream.
 
+Home, as the app reads it, is a k-way merge (a Merge Append of one walk per group of the viewer
+and one per other source) with nothing above it that sees more than the page: a deep Home page
+costs about the page, not groups x depth.
+
 These assert the plan's shape (EXPLAIN (FORMAT JSON)), never timing.
 """
 
@@ -15,7 +19,7 @@ from typing import Any
 import pytest
 
 from storage import streams
-from storage.messages import MessageQuery
+from storage.messages import MessageQuery, home_group_count
 from tests.support import World
 
 MESSAGES = 20_000
@@ -113,6 +117,28 @@ async def seeded(world: World) -> tuple[World, int, int]:
     return world, cid, viewer
 
 
+def _merge_problems(plan: dict[str, Any], k: int, groups: int) -> list[str]:
+    """A Home page read as a k-way merge: a Merge Append with a branch per group of the viewer
+    (and the other sources), and nothing above it that sees more than the page's k rows (no
+    sort or hash of every branch's candidates)."""
+    def above(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        # the nodes on top of the merge (its own branches are checked by _problems)
+        yield node
+        if node["Node Type"] != "Merge Append":
+            for child in node.get("Plans", ()):
+                yield from above(child)
+
+    merges = [n for n in _nodes(plan) if n["Node Type"] == "Merge Append"]
+    found = [] if merges else ["no Merge Append"]
+    if merges and (branches := max(len(n["Plans"]) for n in merges)) < groups:
+        found.append(f"a merge of {branches} branches for {groups} groups")
+    for node in above(plan):
+        if node["Node Type"] in ("Sort", "Incremental Sort", "HashAggregate", "Aggregate") \
+                and node["Plan Rows"] > k:
+            found.append(f"{node['Node Type']} of {node['Plan Rows']} rows above the merge")
+    return found
+
+
 async def _plan(world: World, sql: str, args: list[Any]) -> dict[str, Any]:
     async with world.pool.acquire() as conn:
         raw = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", *args)
@@ -153,6 +179,31 @@ async def test_stream_pages_walk_indexes(seeded: tuple[World, int, int]) -> None
             if found := _problems(plan):
                 problems[f"{name} page {page}"] = found
     assert problems == {}
+
+    # Home as the app reads it (storage.messages.list_page): the viewer's groups first, each a
+    # branch of a k-way merge, so that a deep page costs about the page, not groups x depth
+    groups = await home_group_count(world.pool, cid, viewer)
+    assert groups >= 3
+    for name, query in {
+        "home": queries["home"], "since": queries["since"],
+    }.items():
+        for page in (1, DEEP_PAGE, 50):
+            k = page * 20 + 1
+            sql, args = query.build(offset=(page - 1) * 20, limit=21, home_groups=groups)
+            plan = await _plan(world, sql, [cid, viewer, False, *args])
+            if found := _merge_problems(plan, k, groups) + _problems(plan):
+                problems[f"{name} merged page {page}"] = found
+    assert problems == {}
+    # a viewer in very many groups reads page 1 as k rows per group (a statement with a branch
+    # each would cost more to plan than it saves): storage.messages.MERGE_GROUPS
+    sql, args = queries["home"].build(offset=0, limit=21, home_groups=500)
+    assert "no Merge Append" in _merge_problems(
+        await _plan(world, sql, [cid, viewer, False, *args]), 21, groups)
+    # the check can fail: reading every group's k rows, then sorting them all, is caught
+    sql, args = queries["home"].build(offset=49 * 20, limit=21)
+    old_shape = _merge_problems(await _plan(world, sql, [cid, viewer, False, *args]), 1001,
+                                groups)
+    assert "no Merge Append" in old_shape and any("above the merge" in p for p in old_shape)
 
     # GET /api/streams: each stream's latest activity
     await streams.ensure(world.pool, cid, viewer, False)

@@ -21,7 +21,7 @@ import asyncpg
 from storage.db import Conn
 from storage.group_visibility import listed_sql, readable_sql
 from storage.groups import SHORT_COLUMNS as GROUP_SHORT_COLUMNS
-from storage.rows import MessageRow, ReadableMessageRow
+from storage.rows import MessageRow, NewMessageRow, ReadableMessageRow
 
 STREAM_KINDS = ("home", "mentions", "bookmarked", "sent", "company")
 
@@ -138,7 +138,11 @@ WITH m AS (
     SELECT $1, m.id, NULL, t.id, m.last_interacted_at FROM m, unnest($23::bigint[]) AS t(id)
     ON CONFLICT DO NOTHING
 )
-SELECT {ROW} FROM m LEFT JOIN groups g ON g.id = m.group_id
+SELECT {ROW},
+       -- its tags' names in the order topics.OF_MESSAGES reads them (the database's collation)
+       ARRAY(SELECT t.name FROM topics t WHERE t.id = ANY($23::bigint[]) ORDER BY t.name)
+           AS tag_names
+FROM m LEFT JOIN groups g ON g.id = m.group_id
 """
 
 UPDATE_CONTENT = """
@@ -635,10 +639,10 @@ async def insert(
     extensions: list[Any],
     recipients: Sequence[Recipient] = (),
     topic_ids: Sequence[int] = (),
-) -> MessageRow:
+) -> NewMessageRow:
     """A new message with its recipients (as add_recipients adds them) and its topics (as
     topics.add_message_topics), in one statement; its row as `by_id` reads it for its author
-    (`user_id`), without `readable`."""
+    (`user_id`), without `readable`, plus `tag_names` (sorted as topics.of_messages sorts)."""
     row = await conn.fetchrow(
         INSERT_FULL, community_id, user_id, group_id, external_system_id, title, body, html_body,
         action, verb, message_type, external_url, source, is_announcement, days_of_stickiness,
@@ -646,7 +650,7 @@ async def insert(
         *_recipient_arrays(recipients), list(topic_ids),
     )
     assert row is not None
-    return cast("MessageRow", row)
+    return cast("NewMessageRow", row)
 
 
 async def update_content(

@@ -50,7 +50,7 @@ from storage import users as user_storage
 from storage.blobs import BlobStore
 from storage.db import Conn, connection
 from storage.messages import MessageQuery, Recipient
-from storage.rows import MessageRow
+from storage.rows import NewMessageRow
 
 # What `message[message_type]` may say through the API (thanks and the like are made by their
 # own actions, which pass their type to create_message).
@@ -271,8 +271,6 @@ class Body:
     mentions: list[Recipient]
     topic_ids: list[int]
     resource_ids: list[int]
-    # the topics' names (normalized, as stored), in the order of topic_ids
-    tag_names: list[str] = field(default_factory=list)
 
     @property
     def mentioned_user_ids(self) -> list[int]:
@@ -313,12 +311,10 @@ async def process_body(
         else:
             mentions.append(Recipient(group_id=target.id, reason="mention"))
     html = render_html(text, base_url=base, mentions=targets)
-    hashtags = extract_hashtags(text)
-    topic_ids = await topic_storage.upsert(conn, cid, hashtags, viewer.id)
+    topic_ids = await topic_storage.upsert(conn, cid, extract_hashtags(text), viewer.id)
     urls = [*extract_urls(text), *extra_urls]
     resource_ids = await message_storage.upsert_resources(conn, cid, urls)
-    tag_names = list(dict.fromkeys(n for n in map(topic_storage.normalize, hashtags) if n))
-    return Body(html, mentions, topic_ids, resource_ids, tag_names)
+    return Body(html, mentions, topic_ids, resource_ids)
 
 
 # --- posting ---------------------------------------------------------------------------------
@@ -449,7 +445,7 @@ class Posted:
     knows (so that the 201 reads nothing again): its row, its recipients as `recipients` would
     read them, its tag names and its claimed attachments."""
 
-    row: MessageRow
+    row: NewMessageRow
     recipients: list[dict[str, int | None]]
     tags: list[str]
     attachments: list[asyncpg.Record]
@@ -514,7 +510,7 @@ async def _post(w: Work, viewer: Viewer, base: str, new: NewMessage) -> Posted:
         conn, viewer.community_id, message_id, viewer.id, mentioned, message=row
     ))
     return Posted(
-        row, message_storage.stored_recipients(recipients), sorted(processed.tag_names),
+        row, message_storage.stored_recipients(recipients), list(row["tag_names"]),
         sorted(attached, key=lambda a: a["id"]),
     )
 
@@ -550,14 +546,14 @@ async def _posted_feed(conn: Conn, viewer: Viewer, posted: Posted, base: str) ->
     cid = viewer.community_id
     mid = row["id"]
     data = FeedData(base, viewer)
-    others = {r["user_id"] for r in posted.recipients if r["user_id"] is not None}
-    others.discard(viewer.id)
-    users = await user_storage.by_ids(conn, cid, list(others)) if others else []
-    author = viewer.row
-    if author is None:  # system viewers carry no row
-        users = await user_storage.by_ids(conn, cid, [viewer.id, *others])
-    else:
-        users = [author, *users]
+    wanted = {r["user_id"] for r in posted.recipients if r["user_id"] is not None}
+    if viewer.row is not None:  # the author's row, read by the authentication
+        wanted.discard(viewer.id)
+        users = [viewer.row]
+    else:  # system viewers carry no row
+        wanted.add(viewer.id)
+        users = []
+    users += await user_storage.by_ids(conn, cid, list(wanted)) if wanted else []
     group_ids = {r["group_id"] for r in posted.recipients if r["group_id"] is not None}
     if row["group_id"] is not None:
         group_ids.add(row["group_id"])

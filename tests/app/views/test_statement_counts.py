@@ -12,7 +12,7 @@ from tests.support import World
 # POST /api/messages, a plain message (issue 13 asks for at most 8; 14 before): the viewer,
 # BEGIN, the content filter, the message, COMMIT.
 PLAIN_MESSAGE_STATEMENTS = 5
-# ... into a group, with a mention, a tag and a link (23 before): + the group, the mentionable
+# ... into a group, with a mention, a tag and a link (29 before): + the group, the mentionable
 # names, the topic, the resource, the notification, its sender, its push jobs, the event, and
 # rendering's users, groups and resources.
 FULL_MESSAGE_STATEMENTS = 16

@@ -21,7 +21,7 @@ import asyncpg
 from storage.db import Conn
 from storage.group_visibility import listed_sql, readable_sql
 from storage.groups import SHORT_COLUMNS as GROUP_SHORT_COLUMNS
-from storage.rows import MessageRow, ReadableMessageRow
+from storage.rows import MessageRow, NewMessageRow, ReadableMessageRow
 
 STREAM_KINDS = ("home", "mentions", "bookmarked", "sent", "company")
 
@@ -115,6 +115,34 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
         CASE WHEN $13 AND $14 > 0 THEN now() + make_interval(days => $14) END,
         $15, $16, $17, $18)
 RETURNING id
+"""
+
+# The same insert, with the message's recipients and topics written by the same statement,
+# answering the new message's full row (ROW: its counts are 0, the viewer is its author $2).
+# Their last_interacted_at is the message's, given here (migration 0012's trigger would read the
+# messages row again for each of them).
+# $19-$22 recipients as in INSERT_RECIPIENTS ($4-$7 there), $23 topic ids.
+INSERT_FULL = f"""
+WITH m AS (
+{INSERT.strip().removesuffix("RETURNING id")}RETURNING *
+), r AS (
+    INSERT INTO message_recipients (community_id, message_id, comment_id, user_id, group_id,
+                                    reason, position, last_interacted_at)
+    SELECT $1, m.id, NULL, r.user_id, r.group_id, r.reason, r.position, m.last_interacted_at
+    FROM m, unnest($19::bigint[], $20::bigint[], $21::text[], $22::int[])
+        AS r(user_id, group_id, reason, position)
+    ON CONFLICT DO NOTHING
+), t AS (
+    INSERT INTO message_topics (community_id, message_id, comment_id, topic_id,
+                                last_interacted_at)
+    SELECT $1, m.id, NULL, t.id, m.last_interacted_at FROM m, unnest($23::bigint[]) AS t(id)
+    ON CONFLICT DO NOTHING
+)
+SELECT {ROW},
+       -- its tags' names in the order topics.OF_MESSAGES reads them (the database's collation)
+       ARRAY(SELECT t.name FROM topics t WHERE t.id = ANY($23::bigint[]) ORDER BY t.name)
+           AS tag_names
+FROM m LEFT JOIN groups g ON g.id = m.group_id
 """
 
 UPDATE_CONTENT = """
@@ -609,13 +637,20 @@ async def insert(
     client_provided_guid: str | None,
     external_resource_ids: Sequence[int],
     extensions: list[Any],
-) -> int:
-    message_id: int = await conn.fetchval(
-        INSERT, community_id, user_id, group_id, external_system_id, title, body, html_body,
+    recipients: Sequence[Recipient] = (),
+    topic_ids: Sequence[int] = (),
+) -> NewMessageRow:
+    """A new message with its recipients (as add_recipients adds them) and its topics (as
+    topics.add_message_topics), in one statement; its row as `by_id` reads it for its author
+    (`user_id`), without `readable`, plus `tag_names` (sorted as topics.of_messages sorts)."""
+    row = await conn.fetchrow(
+        INSERT_FULL, community_id, user_id, group_id, external_system_id, title, body, html_body,
         action, verb, message_type, external_url, source, is_announcement, days_of_stickiness,
         shared_message_id, client_provided_guid, list(external_resource_ids), extensions,
+        *_recipient_arrays(recipients), list(topic_ids),
     )
-    return message_id
+    assert row is not None
+    return cast("NewMessageRow", row)
 
 
 async def update_content(
@@ -666,11 +701,26 @@ async def add_recipients(
     if not recipients:
         return
     await conn.execute(
-        INSERT_RECIPIENTS, community_id, message_id, comment_id,
+        INSERT_RECIPIENTS, community_id, message_id, comment_id, *_recipient_arrays(recipients)
+    )
+
+
+def _recipient_arrays(recipients: Sequence[Recipient]) -> tuple[list[Any], ...]:
+    """User ids, group ids, reasons and positions: the aligned arrays of INSERT_RECIPIENTS."""
+    return (
         [r.user_id for r in recipients], [r.group_id for r in recipients],
         [r.reason for r in recipients],
         [POSITION_BASE[r.reason] + i for i, r in enumerate(recipients)],
     )
+
+
+def stored_recipients(recipients: Sequence[Recipient]) -> list[dict[str, int | None]]:
+    """What `recipients` reads back right after these were added to a new message: in order,
+    a repeated user or group once (the unique key skips it)."""
+    out: dict[tuple[int | None, int | None], dict[str, int | None]] = {}
+    for r in recipients:
+        out.setdefault((r.user_id, r.group_id), {"user_id": r.user_id, "group_id": r.group_id})
+    return list(out.values())
 
 
 async def clear_message_mentions(conn: asyncpg.Connection, message_id: int) -> None:

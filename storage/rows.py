@@ -144,6 +144,12 @@ class ReadableMessageRow(MessageRow):
     readable: bool
 
 
+class NewMessageRow(MessageRow):
+    """storage.messages.INSERT_FULL: with its tags' names, sorted."""
+
+    tag_names: list[str]
+
+
 class CommentRow(TypedDict):
     """storage.comments.COLUMNS."""
 

@@ -50,6 +50,7 @@ from storage import users as user_storage
 from storage.blobs import BlobStore
 from storage.db import Conn, connection
 from storage.messages import MessageQuery, Recipient
+from storage.rows import NewMessageRow
 
 # What `message[message_type]` may say through the API (thanks and the like are made by their
 # own actions, which pass their type to create_message).
@@ -438,10 +439,26 @@ def _message_type(new: NewMessage) -> str:
     return "status_message"
 
 
+@dataclass
+class Posted:
+    """A message just posted, and what its author's rendering needs of what the posting already
+    knows (so that the 201 reads nothing again): its row, its recipients as `recipients` would
+    read them, its tag names and its claimed attachments."""
+
+    row: NewMessageRow
+    recipients: list[dict[str, int | None]]
+    tags: list[str]
+    attachments: list[asyncpg.Record]
+
+
 async def insert_message(w: Work, viewer: Viewer, base: str, new: NewMessage) -> int:
     """Post a message in the caller's unit of work (for actions that write more in it, e.g.
     thanks), with its notifications (at_mentions, broadcast), their push jobs and events.
     Returns the message id."""
+    return int((await _post(w, viewer, base, new)).row["id"])
+
+
+async def _post(w: Work, viewer: Viewer, base: str, new: NewMessage) -> Posted:
     conn = w.conn
     body = new.body or ""
     title = (new.title or "").strip()
@@ -463,7 +480,10 @@ async def insert_message(w: Work, viewer: Viewer, base: str, new: NewMessage) ->
     await check_text(conn, viewer.community_id, f"{title}\n{body}", field=_param(new, "body"))
     processed = await process_body(conn, viewer, base, body, [url] if url else [])
     days = min(max(new.days_of_stickiness, 0), MAX_STICKINESS_DAYS) if announcement else 0
-    message_id = await message_storage.insert(
+    recipients = [Recipient(group_id=group["id"], reason="group")] if group is not None else []
+    recipients += [*processed.mentions, *addressed]
+    # the message, its recipients and its topics in one statement
+    row = await message_storage.insert(
         conn, viewer.community_id, user_id=viewer.id,
         group_id=group["id"] if group is not None else None,
         external_system_id=new.external_system_id, title=title, body=body,
@@ -474,24 +494,25 @@ async def insert_message(w: Work, viewer: Viewer, base: str, new: NewMessage) ->
         shared_message_id=new.shared_message_id,
         client_provided_guid=new.client_provided_guid,
         external_resource_ids=processed.resource_ids, extensions=list(new.extensions),
+        recipients=recipients, topic_ids=processed.topic_ids,
     )
-    recipients = [Recipient(group_id=group["id"], reason="group")] if group is not None else []
-    await message_storage.add_recipients(
-        conn, viewer.community_id, message_id, [*recipients, *processed.mentions, *addressed]
-    )
-    await topic_storage.add_message_topics(conn, viewer.community_id, message_id,
-                                           processed.topic_ids)
+    message_id = row["id"]
     if new.poll_id is not None:
         await poll_storage.bind(conn, viewer.community_id, new.poll_id, message_id)
+    attached: list[asyncpg.Record] = []
     if new.attachment_ids:
-        await claim_attachments(conn, viewer, new.attachment_ids, "message", message_id)
+        attached = await claim_attachments(
+            conn, viewer, new.attachment_ids, "message", message_id)
     mentioned = list(dict.fromkeys(
         [*processed.mentioned_user_ids, *(r.user_id for r in addressed if r.user_id)]
     ))
     w.emit(*await notify_new_message(
-        conn, viewer.community_id, message_id, viewer.id, mentioned
+        conn, viewer.community_id, message_id, viewer.id, mentioned, message=row
     ))
-    return message_id
+    return Posted(
+        row, message_storage.stored_recipients(recipients), list(row["tag_names"]),
+        sorted(attached, key=lambda a: a["id"]),
+    )
 
 
 async def create_message(
@@ -500,6 +521,58 @@ async def create_message(
     """Post a message in its own unit of work (its events published with `hub`); its id."""
     async with work(pool, hub, viewer.community_id) as w:
         return await insert_message(w, viewer, base, new)
+
+
+async def create_and_render(
+    pool: asyncpg.Pool, viewer: Viewer, base: str, new: NewMessage, hub: Hub | None = None
+) -> dict[str, Any]:
+    """POST /api/messages: post the message in its own unit of work and answer it rendered
+    for its author (`created_message`), from what the posting wrote and read: only what the
+    posting did not read is read, after the commit (rendering inside the transaction would
+    hold its row locks, a hot #tag's topic row among them, for longer)."""
+    async with work(pool, hub, viewer.community_id) as w:
+        posted = await _post(w, viewer, base, new)
+    return created_message(posted.row, await _posted_feed(pool, viewer, posted, base))
+
+
+async def _posted_feed(conn: Conn, viewer: Viewer, posted: Posted, base: str) -> FeedData:
+    """load_feed of a message just posted, reading only what the posting does not know: the
+    recipients' users and groups, external resources, the poll, and (for a share or a thanks
+    message) everything, as load_feed does. Its comments and likes are left out: made after
+    the commit, they are not part of what the posting answers."""
+    row = posted.row
+    if row["shared_message_id"] is not None or row["message_type"] == THANKS_MESSAGE_TYPE:
+        return await load_feed(conn, viewer, [row], base)
+    cid = viewer.community_id
+    mid = row["id"]
+    data = FeedData(base, viewer)
+    wanted = {r["user_id"] for r in posted.recipients if r["user_id"] is not None}
+    if viewer.row is not None:  # the author's row, read by the authentication
+        wanted.discard(viewer.id)
+        users = [viewer.row]
+    else:  # system viewers carry no row
+        wanted.add(viewer.id)
+        users = []
+    users += await user_storage.by_ids(conn, cid, list(wanted)) if wanted else []
+    group_ids = {r["group_id"] for r in posted.recipients if r["group_id"] is not None}
+    if row["group_id"] is not None:
+        group_ids.add(row["group_id"])
+    groups = await message_storage.groups(conn, cid, viewer.id, viewer.is_external,
+                                          list(group_ids))
+    resources = await message_storage.resources(conn, cid, row["external_resource_ids"] or [])
+    polls = (await poll_storage.of_messages(conn, cid, viewer.id, [mid])
+             if row["message_type"] == "poll" else [])
+    data.users = {u["id"]: u for u in users}
+    data.groups = {g["id"]: g for g in groups}
+    data.recipients = {mid: list(posted.recipients)}
+    data.tags = {mid: posted.tags} if posted.tags else {}
+    data.resources = {r["id"]: r for r in resources}
+    if posted.attachments:
+        rendered, files = attachments_and_media_files(posted.attachments, base)
+        data.attachments = {("message", mid): rendered}
+        data.media_files = {("message", mid): files}
+    data.polls = {p["message_id"]: p for p in polls}
+    return data
 
 
 # --- editing, deleting, hiding ---------------------------------------------------------------

@@ -169,10 +169,13 @@ async def notify_new_message(
     message_id: int,
     author_id: int,
     mentioned_user_ids: Sequence[int],
+    message: Mapping[str, Any] | None = None,
 ) -> list[NewEvent]:
     """@mentions (and addressed recipients) of a new message get at_mentions; an announcement
-    also notifies everyone else who may read it (broadcast)."""
-    message = await store.message_subject(conn, community_id, message_id)
+    also notifies everyone else who may read it (broadcast). `message`: its row when the caller
+    has it (MESSAGE_SUBJECT's columns at least), else it is read."""
+    if message is None:
+        message = await store.message_subject(conn, community_id, message_id)
     if message is None:
         return []
     mentioned = list(mentioned_user_ids)

@@ -331,11 +331,10 @@ async def search_messages(request: web.Request) -> web.Response:
 async def create_message(request: web.Request) -> web.Response:
     body = await parse(request, MessageCreateBody)
     viewer = viewer_of(request)
-    message_id = await actions.create_message(
+    return created({"message": await actions.create_and_render(
         pool_of(request), viewer, community_of(request).base_url, new_message(body.message),
         hub_of(request),
-    )
-    return created({"message": await render_created(request, message_id)})
+    )})
 
 
 async def create_stream_message(request: web.Request) -> web.Response:
@@ -345,11 +344,10 @@ async def create_stream_message(request: web.Request) -> web.Response:
     viewer = viewer_of(request)
     pool = pool_of(request)
     group_id = await lists.group_of_stream(pool, viewer, path_id(request, "stream_id"))
-    message_id = await actions.create_message(
+    return created({"message": await actions.create_and_render(
         pool, viewer, community_of(request).base_url, new_message(body.message, group_id=group_id),
         hub_of(request),
-    )
-    return created({"message": await render_created(request, message_id)})
+    )})
 
 
 async def show_message(request: web.Request) -> web.Response:

@@ -17,13 +17,14 @@ from tests.support import World
 
 async def _message(world: World, community_id: int, user_id: int, body: str = "hi") -> int:
     async with transaction(world.pool) as conn:
-        return await messages.insert(
+        row = await messages.insert(
             conn, community_id, user_id=user_id, group_id=None, external_system_id=None,
             title="", body=body, html_body="", action="", verb=None,
             message_type="status_message", external_url=None, source="api",
             is_announcement=False, days_of_stickiness=0, shared_message_id=None,
             client_provided_guid=None, external_resource_ids=[], extensions=[],
         )
+        return int(row["id"])
 
 
 async def test_the_database_refuses_a_second_like_or_flag(world: World) -> None:

@@ -10,15 +10,16 @@ from tests.support import World
 
 # Each bound is today's count, the authentication's read of the viewer included.
 # POST /api/messages, a plain message (issue 13 asks for at most 8; 14 before): the viewer,
-# BEGIN, the content filter, the message, COMMIT.
-PLAIN_MESSAGE_STATEMENTS = 5
+# BEGIN, the content filter, the message, the content version's bump (docs/polling.md: it
+# rides on the staged events' insert, alone when a write has no event), COMMIT.
+PLAIN_MESSAGE_STATEMENTS = 6
 # ... into a group, with a mention, a tag and a link (29 before): + the group, the mentionable
 # names, the topic, the resource, the notification, its sender, its push jobs, the event, and
 # rendering's users, groups and resources.
 FULL_MESSAGE_STATEMENTS = 16
 REMARK_STATEMENTS = 12
 COMMENT_STATEMENTS = 21
-LIKE_STATEMENTS = 7
+LIKE_STATEMENTS = 8
 
 
 def show(query_log: QueryLog) -> str:

@@ -188,20 +188,26 @@ async def test_serve_with_two_workers_sharing_one_port(
     conversation = await start(ann, *members[1:])
     server = spawn("--workers", "2")
     async with asyncio.timeout(START_TIMEOUT + 30):
-        await server.wait_until_up(http)
-        # SO_REUSEPORT spreads connections over both workers (all 16 on one: p = 2**-15).
-        sockets = [await connect(http, server, members[n % len(members)]) for n in range(16)]
+        await server.wait_until_up(http)  # one worker answers: the other may still be starting
         children = _children(server.process.pid)  # the workers (and spawn's resource tracker)
         # Each worker holds one pub/sub connection (named after its pid), made when its first
-        # socket of the community arrived: both have sockets.
+        # socket of the community arrived. SO_REUSEPORT spreads connections over the workers
+        # listening (all 16 of a round on one: p = 2**-15), so sockets are opened in rounds
+        # until both workers have some.
         admin = aioredis.Redis.from_url(settings.redis_url or "")
+        sockets: list[aiohttp.ClientWebSocketResponse] = []
         try:
             subscribed: set[int] = set()
             while len(subscribed) < 2:
-                clients = await admin.client_list(_type="pubsub")
-                subscribed = {pid for c in clients
-                              if (pid := _realtime_pid(c)) in children and int(c["sub"]) > 0}
-                await asyncio.sleep(0.05)
+                sockets += [await connect(http, server, members[n % len(members)])
+                            for n in range(16 if not sockets else 4)]
+                for _ in range(20):  # a worker subscribes just after its first socket arrives
+                    clients = await admin.client_list(_type="pubsub")
+                    subscribed = {pid for c in clients if (pid := _realtime_pid(c)) in children
+                                  and int(c["sub"]) > 0}
+                    if len(subscribed) == 2:
+                        break
+                    await asyncio.sleep(0.05)
         finally:
             await admin.aclose()
         activity = await remark(http, server, ann, conversation["id"], "to every worker")

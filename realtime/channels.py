@@ -13,7 +13,6 @@ Storage hands out ids only (storage/realtime_channels.py); the names are built h
 from __future__ import annotations
 
 from storage import realtime_channels as store
-from storage.db import Conn
 
 
 def user_channel(user_id: int) -> str:
@@ -33,14 +32,3 @@ def channel_names(ids: store.ChannelIds) -> list[str]:
     return ([conversation_channel(i) for i in ids.conversation_ids]
             + [group_channel(i) for i in ids.group_ids])
 
-
-async def channels_of_user(conn: Conn, community_id: int, user_id: int) -> list[str]:
-    """Every conversation and group channel of the user, in one query."""
-    return channel_names(await store.channel_ids_of_user(conn, community_id, user_id))
-
-
-async def channels_if_active(conn: Conn, community_id: int, user_id: int) -> list[str] | None:
-    """`channels_of_user`, or None when the user is no longer active (deactivated after the
-    socket authenticated, before it attached: the close event is then already behind it)."""
-    ids = await store.channel_ids_if_active(conn, community_id, user_id)
-    return None if ids is None else channel_names(ids)

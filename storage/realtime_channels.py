@@ -15,27 +15,15 @@ class ChannelIds(NamedTuple):
     group_ids: list[int]
 
 
-CHANNEL_IDS = """
-ARRAY(SELECT conversation_id FROM conversation_members
-      WHERE user_id = $2 AND community_id = $1 AND left_at IS NULL) AS conversation_ids,
-ARRAY(SELECT group_id FROM group_memberships
-      WHERE user_id = $2 AND community_id = $1) AS group_ids
-"""
-
-CHANNEL_IDS_OF_USER = f"SELECT {CHANNEL_IDS}"
-
 # whether each user ($2) is active, and their channel ids
-CHANNEL_IDS_IF_ACTIVE_MANY = f"""
-SELECT u.id, u.state = 'active' AS active, {CHANNEL_IDS.replace("$2", "u.id")}
+CHANNEL_IDS_IF_ACTIVE_MANY = """
+SELECT u.id, u.state = 'active' AS active,
+       ARRAY(SELECT conversation_id FROM conversation_members
+             WHERE user_id = u.id AND community_id = $1 AND left_at IS NULL) AS conversation_ids,
+       ARRAY(SELECT group_id FROM group_memberships
+             WHERE user_id = u.id AND community_id = $1) AS group_ids
 FROM users u WHERE u.community_id = $1 AND u.id = ANY($2::bigint[])
 """
-
-
-async def channel_ids_of_user(conn: Conn, community_id: int, user_id: int) -> ChannelIds:
-    """The user's conversation and group ids, in one query."""
-    row = await conn.fetchrow(CHANNEL_IDS_OF_USER, community_id, user_id)
-    assert row is not None  # a SELECT without FROM always has its row
-    return ChannelIds(list(row["conversation_ids"]), list(row["group_ids"]))
 
 
 async def channel_ids_if_active_many(
@@ -49,5 +37,6 @@ async def channel_ids_if_active_many(
 
 
 async def channel_ids_if_active(conn: Conn, community_id: int, user_id: int) -> ChannelIds | None:
-    """`channel_ids_of_user`, or None when the user is not (or no longer) active."""
+    """The user's conversation and group ids, in one query, or None when the user is not (or
+    no longer) an active user of the community."""
     return (await channel_ids_if_active_many(conn, community_id, [user_id])).get(user_id)

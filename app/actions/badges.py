@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import asyncpg
 
 from app.context import Viewer
@@ -22,9 +20,3 @@ async def badge(conn: Conn, viewer: Viewer, badge_id: int) -> asyncpg.Record:
     if row is None:
         raise NotFound("Badge not found")
     return row
-
-
-async def badges_by_ids(
-    conn: Conn, viewer: Viewer, badge_ids: Sequence[int]
-) -> dict[int, asyncpg.Record]:
-    return await badges.by_ids(conn, viewer.community_id, badge_ids)

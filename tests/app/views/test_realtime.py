@@ -17,10 +17,10 @@ from app.config import Settings
 from app.main import create_app
 from app.passwords import Passwords
 from app.resources import HUB, POOL
-from realtime import channels as realtime_channels
-from realtime.channels import conversation_channel, group_channel
+from realtime.channels import channel_names, conversation_channel, group_channel
 from realtime.events import NewEvent
 from realtime.websocket import SLOW_READER_CLOSE_CODE
+from storage.batch import Lookups
 from storage.events import append_events, last_event_id
 from tests.app.views.conversations_support import say, start
 from tests.app.views.realtime_support import (
@@ -402,6 +402,14 @@ async def test_shutdown_closes_open_sockets_at_once(
     assert time.monotonic() - began < 5
 
 
+async def channels_when_attaching(world: World, community_id: int, user_id: int
+                                  ) -> list[str] | None:
+    """What the socket's channel loader reads (app/views/realtime.py): None when the user is
+    not an active user of the community."""
+    ids = await Lookups(world.pool).channel_ids_if_active(community_id, user_id)
+    return None if ids is None else channel_names(ids)
+
+
 async def test_channels_of_user_in_one_query(world: World, query_log: Any) -> None:
     ann = await world.community("Acme")
     bob = await world.user(ann, "Bob")
@@ -421,15 +429,15 @@ async def test_channels_of_user_in_one_query(world: World, query_log: Any) -> No
     await chat_group(other)
 
     query_log.reset()
-    channels = await realtime_channels.channels_of_user(world.pool, ann.community.id, bob.id)
-    assert len(query_log) == 1
+    channels = await channels_when_attaching(world, ann.community.id, bob.id)
+    assert channels is not None and len(query_log) == 1
     assert sorted(channels) == sorted([
         conversation_channel(stays["id"]),
         group_channel(with_chat),
         group_channel(without.json["group"]["id"]),
     ])
     # another community's id finds nothing of bob's
-    assert await realtime_channels.channels_of_user(world.pool, other.community.id, bob.id) == []
+    assert await channels_when_attaching(world, other.community.id, bob.id) is None
 
 
 # --- deactivation and password changes close the user's sockets (issue 8, defect 3) --------
@@ -470,15 +478,13 @@ async def test_a_socket_set_up_while_its_user_is_deactivated_is_closed(world: Wo
     ann = await world.community("Acme")
     bob = await world.user(ann, "Bob")
     group_id = await chat_group(ann, bob)
-    assert await realtime_channels.channels_if_active(
-        world.pool, ann.community.id, bob.id) == [group_channel(group_id)]
+    assert await channels_when_attaching(world, ann.community.id, bob.id) == [
+        group_channel(group_id)]
     async with world.pool.acquire() as conn:
         await conn.execute("UPDATE users SET state = 'inactive' WHERE id = $1", bob.id)
-    assert await realtime_channels.channels_if_active(
-        world.pool, ann.community.id, bob.id) is None
+    assert await channels_when_attaching(world, ann.community.id, bob.id) is None
     other = await world.community("Globex")
-    assert await realtime_channels.channels_if_active(
-        world.pool, other.community.id, bob.id) is None
+    assert await channels_when_attaching(world, other.community.id, bob.id) is None
 
 
 async def test_password_change_closes_the_users_sockets_with_4001(world: World) -> None:

@@ -20,9 +20,10 @@ import os
 import resource
 import time
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, TypeVar
 
 BIN_MS = 0.1  # histogram resolution
 BINS = 600_000  # up to 60 s
@@ -205,31 +206,49 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+S = TypeVar("S", bound="Subscriber")
+
+
+async def connect_until_ready(
+    target: Target, make: Callable[[asyncio.Future[None]], S], errors: list[str],
+    opened: Callable[[S], None] | None = None,
+) -> S | None:
+    """One socket made by `make(ready)`, `opened` as soon as it is connected, returned once
+    `ready` is set; 3 tries, 0.2 s apart (a full backlog refuses at once); the last failure
+    goes into `errors`, and None is returned."""
+    loop = asyncio.get_running_loop()
+    for attempt in range(3):
+        ready: asyncio.Future[None] = loop.create_future()
+        try:
+            _, protocol = await loop.create_connection(
+                lambda ready=ready: make(ready),  # type: ignore[misc]
+                target.host, target.port,
+            )
+            if opened is not None:
+                opened(protocol)
+            await asyncio.wait_for(ready, 60)
+            return protocol
+        except (OSError, TimeoutError) as exc:
+            if attempt == 2:
+                errors.append(f"{type(exc).__name__}: {exc}")
+            else:
+                await asyncio.sleep(0.2)
+    return None
+
+
 async def _connect_all(
     targets: list[Target], stats: Stats, sockets: list[Subscriber], concurrency: int,
 ) -> tuple[int, list[str], float]:
-    loop = asyncio.get_running_loop()
     gate = asyncio.Semaphore(concurrency)
     errors: list[str] = []
     began = time.monotonic()
 
     async def one(target: Target) -> None:
         async with gate:
-            for attempt in range(3):
-                ready: asyncio.Future[None] = loop.create_future()
-                try:
-                    _, protocol = await loop.create_connection(
-                        lambda ready=ready: Subscriber(target, stats, ready),  # type: ignore[misc]
-                        target.host, target.port,
-                    )
-                    await asyncio.wait_for(ready, 60)
-                    sockets.append(protocol)
-                    return
-                except (OSError, TimeoutError) as exc:
-                    if attempt == 2:
-                        errors.append(f"{type(exc).__name__}: {exc}")
-                    else:
-                        await asyncio.sleep(0.2)
+            socket = await connect_until_ready(
+                target, lambda ready: Subscriber(target, stats, ready), errors)
+            if socket is not None:
+                sockets.append(socket)
 
     await asyncio.gather(*(one(t) for t in targets))
     return len(sockets), errors[:5], time.monotonic() - began

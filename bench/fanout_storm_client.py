@@ -17,7 +17,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from fanout_client import Stats, Subscriber, Target
+from fanout_client import Stats, Subscriber, Target, connect_until_ready
 
 WELCOME = b'"type":"welcome"'
 LAST_EVENT_ID = re.compile(rb'"last_event_id":"?(\d+)')
@@ -57,7 +57,6 @@ async def storm(
     targets: list[Target], expect: int, start_at: float, concurrency: int,
     sockets: list[Socket],
 ) -> tuple[int, list[str], float, int]:
-    loop = asyncio.get_running_loop()
     gate = asyncio.Semaphore(concurrency)
     stats = Stats()  # what Subscriber counts; unused here
     errors: list[str] = []
@@ -66,22 +65,12 @@ async def storm(
 
     async def one(target: Target) -> None:
         async with gate:
-            for attempt in range(3):
-                ready: asyncio.Future[None] = loop.create_future()
-                try:
-                    _, protocol = await loop.create_connection(
-                        lambda ready=ready: Socket(target, stats, expect, ready),  # type: ignore[misc]
-                        target.host, target.port,
-                    )
-                    sockets.append(protocol)
-                    await asyncio.wait_for(ready, 60)
-                    ready_at.append(protocol.ready_at)
-                    return
-                except (OSError, TimeoutError) as exc:
-                    if attempt == 2:
-                        errors.append(f"{type(exc).__name__}: {exc}")
-                    else:
-                        await asyncio.sleep(0.2)
+            # kept from the moment it connects, so that one never ready is closed too
+            socket = await connect_until_ready(
+                target, lambda ready: Socket(target, stats, expect, ready), errors,
+                sockets.append)
+            if socket is not None:
+                ready_at.append(socket.ready_at)
 
     await asyncio.gather(*(one(t) for t in targets))
     max_id = max((s.welcome_id for s in sockets), default=0)

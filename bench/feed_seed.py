@@ -288,7 +288,7 @@ async def seeded_database(
     With `keep`, it is named after `fingerprint(scale)`, left in place at the end and reused
     by the next run that asks for the same seed (benchmarks write a few hundred rows into it:
     their posts; negligible next to the seed). Without, a throwaway one, dropped at the end."""
-    from bench_db import fresh_database, with_database
+    from bench_db import create_database, fresh_database, with_database
 
     if not keep:
         async with fresh_database(admin_dsn, f"commons_feed_{label}") as dsn:
@@ -315,13 +315,8 @@ async def seeded_database(
             print(f"  reusing {name}", flush=True)
         yield dsn, found["community_id"], found["admin_id"]
         return
-    conn = await asyncpg.connect(admin_dsn)
-    try:
-        # a half-seeded one (an interrupted run) is started again
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
+    # a half-seeded one (an interrupted run) is started again
+    await create_database(admin_dsn, name, replace=True)
     cid, admin_id, _ = await create_seeded(dsn, scale, verbose=verbose)
     conn = await asyncpg.connect(dsn)
     try:
@@ -334,14 +329,15 @@ async def seeded_database(
 
 
 async def drop_kept(admin_dsn: str) -> list[str]:
+    from bench_db import drop_databases
+
     conn = await asyncpg.connect(admin_dsn)
     try:
         names = [r["datname"] for r in await conn.fetch(
             "SELECT datname FROM pg_database WHERE datname LIKE $1", KEPT_PREFIX + "%")]
-        for name in names:
-            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await conn.close()
+    await drop_databases(admin_dsn, names)
     return names
 
 

@@ -6,9 +6,9 @@ therefore tells nothing about any password, and writing it cannot forge an entry
 process would ever look up (docs/decisions.md "Shared verified-credentials cache").
 
 Lookups made in the same turn of the event loop (a reconnect storm: thousands of Basic logins
-at once) go to Redis as one MGET, and new entries as one pipeline. Redis away or hung: every
-answer is "not known" after at most one short timeout (storage/redis.py), and the caller
-verifies the password itself.
+at once) go to Redis as one MGET (storage.batch.Batcher), and new entries as one pipeline.
+Redis away or hung: every answer is "not known" after at most one short timeout
+(storage/redis.py), and the caller verifies the password itself.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import asyncio
 
 from redis.asyncio import Redis
 
+from storage.batch import Batcher
 from storage.redis import REDIS_FAILURES, RedisHealth
 
 # Lookups waiting for the next MGET, at most this many per command.
@@ -31,8 +32,7 @@ class CredentialsCache:
         self._prefix = f"{prefix}:cred:"
         self._health = health
         self.ttl_seconds = ttl_seconds
-        self._waiting: dict[str, list[asyncio.Future[bool | None]]] = {}  # each caller's
-        self._flushing: asyncio.Task[None] | None = None
+        self._lookups: Batcher[str, bool] = Batcher(self._load, max_batch=MAX_BATCH)
         self._writes: list[str] = []
         self._writing: asyncio.Task[None] | None = None
 
@@ -44,33 +44,12 @@ class CredentialsCache:
         Redis did not answer (or is known to be away)."""
         if not self._health.available():
             return None
-        key = self.key(digest)
-        loop = asyncio.get_running_loop()
-        mine: asyncio.Future[bool | None] = loop.create_future()
-        self._waiting.setdefault(key, []).append(mine)
-        if self._flushing is None:
-            self._flushing = loop.create_task(self._flush())
-        return await mine
+        return await self._lookups.get(self.key(digest))
 
-    async def _flush(self) -> None:
-        try:
-            await asyncio.sleep(0)  # let every lookup of this turn join the batch
-            while self._waiting:
-                keys = list(self._waiting)[:MAX_BATCH]
-                batch = {k: self._waiting.pop(k) for k in keys}
-                found = await self._mget(keys)
-                for key, futures in batch.items():
-                    for future in futures:
-                        if not future.done():
-                            future.set_result(None if found is None else key in found)
-        finally:
-            self._flushing = None
-            # cancelled (shutdown): whoever still waits verifies the password itself
-            for futures in self._waiting.values():
-                for future in futures:
-                    if not future.done():
-                        future.set_result(None)
-            self._waiting.clear()
+    async def _load(self, keys: list[str]) -> dict[str, bool]:
+        """Whether Redis has each key; nothing (every answer None) when it did not answer."""
+        found = await self._mget(keys)
+        return {} if found is None else {k: k in found for k in keys}
 
     async def _mget(self, keys: list[str]) -> set[str] | None:
         """The keys Redis has; None when it did not answer."""

@@ -34,9 +34,10 @@ import contextlib
 import logging
 import os
 import random
+import sys
 import uuid
 from collections import deque
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Collection, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -127,7 +128,9 @@ class _Stream:
         self.position = 0  # every event with id <= position has been dispatched
         self.target = 0  # an event with this id is known to be committed
         self.pending: dict[int, EncodedEvent] = {}  # arrived early, waiting for a hole
-        self.by_channel: dict[str, set[Subscriber]] = {}
+        # a channel's subscribers: one alone as itself (a user's own channel has one socket,
+        # mostly: a set each would be 216 bytes per idle socket), several in a set
+        self.by_channel: dict[str, Subscriber | set[Subscriber]] = {}
         self.subscribers: set[Subscriber] = set()
         self.catch_all: set[Subscriber] = set()  # attached, not yet focused: get everything
         self.ready = ready  # done once position is initialized
@@ -329,10 +332,19 @@ class Hub:
         stream = self._streams.get(sub.community_id)
         if stream is None or sub not in stream.subscribers:
             return
+        by_channel = stream.by_channel
         for channel in channels:
             if channel not in sub.channels:
+                # one string per name for every socket that holds it, not one per socket
+                channel = sys.intern(channel)
                 sub.channels.add(channel)
-                stream.by_channel.setdefault(channel, set()).add(sub)
+                held = by_channel.get(channel)
+                if held is None:
+                    by_channel[channel] = sub
+                elif isinstance(held, set):
+                    held.add(sub)
+                elif held is not sub:
+                    by_channel[channel] = {held, sub}
 
     def unsubscribe(self, sub: Subscriber, channels: Iterable[str]) -> None:
         stream = self._streams.get(sub.community_id)
@@ -356,11 +368,16 @@ class Hub:
 
     @staticmethod
     def _unindex(stream: _Stream, sub: Subscriber, channel: str) -> None:
-        subs = stream.by_channel.get(channel)
-        if subs is not None:
-            subs.discard(sub)
-            if not subs:
-                del stream.by_channel[channel]
+        held = stream.by_channel.get(channel)
+        if isinstance(held, set):
+            held.discard(sub)
+            if len(held) <= 1:
+                if held:
+                    stream.by_channel[channel] = next(iter(held))
+                else:
+                    del stream.by_channel[channel]
+        elif held is sub:
+            del stream.by_channel[channel]
 
     def stats(self) -> dict[str, int]:
         """Numbers for logs and benchmarks."""
@@ -396,18 +413,22 @@ class Hub:
     def _dispatch(self, stream: _Stream, event: EncodedEvent) -> None:
         stream.position = event.id
         on_channel = stream.by_channel.get(event.channel)
-        subs: Iterable[Subscriber] | None = on_channel
-        reached = len(stream.catch_all) + (len(on_channel) if on_channel else 0)
+        subs: Collection[Subscriber]
+        if on_channel is None:
+            subs = ()
+        elif isinstance(on_channel, set):
+            # a tuple: a control event's handler changes subscriptions
+            subs = tuple(on_channel) if event.name == CONTROL_EVENT else on_channel
+        else:
+            subs = (on_channel,)
+        reached = len(stream.catch_all) + len(subs)
         if reached:
             metrics.HUB_DELIVERIES.inc(reached)
-        if subs:
-            if event.name == CONTROL_EVENT:
-                subs = tuple(subs)  # its handler changes subscriptions
-            for sub in subs:
-                try:
-                    sub.deliver(event)
-                except Exception:
-                    log.exception("realtime subscriber failed to take an event")
+        for sub in subs:
+            try:
+                sub.deliver(event)
+            except Exception:
+                log.exception("realtime subscriber failed to take an event")
         for sub in stream.catch_all:
             try:
                 sub.deliver(event)

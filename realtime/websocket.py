@@ -28,8 +28,9 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 import orjson
@@ -55,6 +56,9 @@ SLOW_READER_CLOSE_CODE = 4008
 SLOW_READER_REASON = "too slow; reconnect with since"
 
 ChannelLoader = Callable[[], Awaitable[Iterable[str]]]
+
+# what ends `async for message in ws` (aiohttp's WebSocketResponse.__anext__)
+_ENDED = frozenset((WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED))
 
 
 class Refused(Exception):
@@ -128,7 +132,7 @@ def websocket_response(settings: RealtimeSettings) -> web.WebSocketResponse:
     )
 
 
-async def serve_realtime(
+def serve_realtime(
     request: web.BaseRequest,
     *,
     hub: Hub,
@@ -138,12 +142,12 @@ async def serve_realtime(
     load_channels: ChannelLoader,
     since: int | None,
     settings: RealtimeSettings,
-) -> web.WebSocketResponse:
-    """Upgrade `request` and run the socket until it closes; return it from the handler."""
-    ws = websocket_response(settings)
-    await ws.prepare(request)
+) -> Coroutine[Any, Any, web.WebSocketResponse]:
+    """Upgrade `request` and run the socket until it closes; await it from the handler and
+    return the response it gives. (Not a coroutine itself: the one it returns does the whole
+    socket, so an idle socket holds one frame here instead of a chain of them.)"""
     connection = RealtimeConnection(
-        ws,
+        websocket_response(settings),
         community_id=community_id,
         user_id=user_id,
         hub=hub,
@@ -151,8 +155,7 @@ async def serve_realtime(
         settings=settings,
         transport=request.transport,
     )
-    await connection.run(load_channels, since)
-    return ws
+    return connection.run(load_channels, since, upgrade=request)
 
 
 def cap_send_buffer(transport: asyncio.BaseTransport | None, size: int) -> None:
@@ -206,7 +209,7 @@ class RealtimeConnection:
         self._settings = settings
         self._transport = transport
         cap_send_buffer(transport, settings.send_buffer_bytes)
-        self._queue: list[bytes] = []
+        self._queue: list[bytes] | None = None  # made when a frame must wait
         self._queued_frames = 0
         self._queued_bytes = 0
         self._writer: asyncio.Task[None] | None = None
@@ -220,45 +223,61 @@ class RealtimeConnection:
         """True once the socket is being closed (slow reader, shutdown, peer gone)."""
         return self._closing
 
-    async def run(self, load_channels: ChannelLoader, since: int | None) -> None:
-        """Serve the socket until it closes; always detaches from the hub."""
+    async def run(
+        self, load_channels: ChannelLoader, since: int | None,
+        upgrade: web.BaseRequest | None = None,
+    ) -> web.WebSocketResponse:
+        """Serve the socket until it closes (first upgrading `upgrade` when given); always
+        detaches from the hub. One coroutine from the upgrade to the close: every frame
+        suspended for the socket's lifetime is memory an idle socket keeps."""
+        ws = self._ws
+        if upgrade is not None:
+            await ws.prepare(upgrade)
+            del upgrade  # (aiohttp keeps the request; this frame need not)
         metrics.WEBSOCKETS_OPENED.inc()
         metrics.WEBSOCKETS.inc()
         try:
-            await self._serve(load_channels, since)
+            try:
+                position = await self._hub.attach(self)
+            except Exception:
+                log.exception("realtime: cannot attach user %s", self.user_id)
+                with contextlib.suppress(Exception):
+                    await ws.close(code=WSCloseCode.INTERNAL_ERROR, message=b"unavailable")
+                return ws
+            try:
+                await self._start(load_channels, since, position)
+                del load_channels
+                # The read loop (clients only ever send pings), `async for` unrolled: one
+                # coroutine less suspended per idle socket.
+                while True:
+                    message = await ws.receive()
+                    kind = message.type
+                    if kind is WSMsgType.TEXT:
+                        self._on_text(message.data)
+                    elif kind in _ENDED:
+                        break
+            except ConnectionError:
+                pass  # the peer went away mid-setup
+            except Refused as refused:
+                self.terminate(refused.code, refused.reason)
+            except Exception:
+                log.exception("realtime: socket of user %s failed", self.user_id)
+                self.terminate(WSCloseCode.INTERNAL_ERROR, "internal error")
+            finally:
+                self._hub.detach(self)
+                self._closing = True
+                self._setup = None
+                if self._writer is not None:
+                    self._writer.cancel()
+                if self._closer is not None:
+                    with contextlib.suppress(Exception):
+                        await self._closer
+                if not ws.closed:
+                    with contextlib.suppress(Exception):
+                        await ws.close()
         finally:
             metrics.WEBSOCKETS.dec()
-
-    async def _serve(self, load_channels: ChannelLoader, since: int | None) -> None:
-        try:
-            position = await self._hub.attach(self)
-        except Exception:
-            log.exception("realtime: cannot attach user %s", self.user_id)
-            with contextlib.suppress(Exception):
-                await self._ws.close(code=WSCloseCode.INTERNAL_ERROR, message=b"unavailable")
-            return
-        try:
-            await self._start(load_channels, since, position)
-            await self._read()
-        except ConnectionError:
-            pass  # the peer went away mid-setup
-        except Refused as refused:
-            self.terminate(refused.code, refused.reason)
-        except Exception:
-            log.exception("realtime: socket of user %s failed", self.user_id)
-            self.terminate(WSCloseCode.INTERNAL_ERROR, "internal error")
-        finally:
-            self._hub.detach(self)
-            self._closing = True
-            self._setup = None
-            if self._writer is not None:
-                self._writer.cancel()
-            if self._closer is not None:
-                with contextlib.suppress(Exception):
-                    await self._closer
-            if not self._ws.closed:
-                with contextlib.suppress(Exception):
-                    await self._ws.close()
+        return ws
 
     # -- setup -----------------------------------------------------------------------------
 
@@ -343,7 +362,10 @@ class RealtimeConnection:
         self._hub.subscribe(self, subscribe)
 
     def _push(self, frame: bytes) -> None:
-        self._queue.append(frame)
+        queue = self._queue
+        if queue is None:
+            self._queue = queue = []
+        queue.append(frame)
         self._queued_frames += 1
         self._queued_bytes += len(frame)
         settings = self._settings
@@ -368,7 +390,7 @@ class RealtimeConnection:
             metrics.SLOW_READERS.inc()
         if self._queued_frames:
             metrics.HUB_DROPS.inc(self._queued_frames)  # the client replays them with `since`
-        self._queue = []
+        self._queue = None
         self._queued_frames = self._queued_bytes = 0
         self._closer = asyncio.get_running_loop().create_task(self._close(code, message))
 
@@ -378,7 +400,7 @@ class RealtimeConnection:
         ws = self._ws
         try:
             while self._queue and not self._closing:
-                frames, self._queue = self._queue, []
+                frames, self._queue = self._queue, None
                 for frame in frames:
                     await ws.send_frame(frame, WSMsgType.TEXT)
                     self._queued_frames -= 1
@@ -388,16 +410,13 @@ class RealtimeConnection:
         finally:
             self._writer = None
 
-    async def _read(self) -> None:
-        async for message in self._ws:
-            if message.type is not WSMsgType.TEXT:
-                continue
-            try:
-                data = orjson.loads(message.data)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(data, dict) and data.get("type") == "ping" and not self._closing:
-                self._push(PONG_FRAME)
+    def _on_text(self, text: str) -> None:
+        try:
+            data = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return
+        if isinstance(data, dict) and data.get("type") == "ping" and not self._closing:
+            self._push(PONG_FRAME)
 
     async def _close(self, code: int, message: str) -> None:
         if self._writer is not None:

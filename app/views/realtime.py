@@ -11,7 +11,6 @@ moment the socket asks for them (after it has its position in the event stream).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 
 from aiohttp import web
@@ -19,7 +18,6 @@ from aiohttp import web
 from app.config import Settings
 from app.context import viewer_of
 from app.errors import BadRequest
-from app.presence import REFRESH_SECONDS
 from app.resources import hub_of, lookups_of, pool_of, presence_of, settings_of
 from realtime.channels import channel_names
 from realtime.events import CLOSE_DEACTIVATED
@@ -61,48 +59,55 @@ def _since(request: web.Request) -> int | None:
         ) from None
 
 
+class _Socket:
+    """What the view keeps of one socket (a few slots: no closures, no task of its own): its
+    channel loader, and its hold on the user's presence (app.presence: online while the socket
+    lives, from when it is accepted)."""
+
+    __slots__ = ("_lookups", "_presence", "community_id", "held", "user_id")
+
+    def __init__(self, request: web.Request, community_id: int, user_id: int) -> None:
+        self._lookups = lookups_of(request)
+        self._presence = presence_of(request)
+        self.community_id = community_id
+        self.user_id = user_id
+        self.held = False
+
+    async def load_channels(self) -> list[str]:
+        # Read after the socket has its place in the event stream: a deactivation committed
+        # before is seen here, one committed after arrives as its close event.
+        # batched: the channels of many sockets connecting at once are read in one query
+        ids = await self._lookups.channel_ids_if_active(self.community_id, self.user_id)
+        if ids is None:
+            raise Refused(CLOSE_DEACTIVATED, "deactivated")
+        if not self.held:
+            self._presence.hold(self.community_id, self.user_id)
+            self.held = True
+        return channel_names(ids)
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._presence.release(self.community_id, self.user_id)
+
+
 async def realtime(request: web.Request) -> web.StreamResponse:
     viewer = viewer_of(request)
     if not web.WebSocketResponse().can_prepare(request).ok:
         raise BadRequest(
             "GET /api/realtime is a websocket: connect with Upgrade: websocket"
         )
-    since = _since(request)
-    pool = pool_of(request)
-    community_id, user_id = viewer.community_id, viewer.id
-
-    presence = presence_of(request)
-    lookups = lookups_of(request)
-    marking: list[asyncio.Task[None]] = []
-
-    async def keep_marked_online() -> None:
-        while True:
-            await presence.seen(community_id, user_id)
-            await asyncio.sleep(REFRESH_SECONDS)
-
-    async def load_channels() -> list[str]:
-        # Read after the socket has its place in the event stream: a deactivation committed
-        # before is seen here, one committed after arrives as its close event.
-        # batched: the channels of many sockets connecting at once are read in one query
-        ids = await lookups.channel_ids_if_active(community_id, user_id)
-        channels = None if ids is None else channel_names(ids)
-        if channels is None:
-            raise Refused(CLOSE_DEACTIVATED, "deactivated")
-        # online while the socket lives (app.presence), from when it is accepted
-        marking.append(asyncio.get_running_loop().create_task(keep_marked_online()))
-        return channels
-
+    socket = _Socket(request, viewer.community_id, viewer.id)
     try:
         return await serve_realtime(
             request,
             hub=hub_of(request),
-            pool=pool,
-            community_id=community_id,
-            user_id=user_id,
-            load_channels=load_channels,
-            since=since,
+            pool=pool_of(request),
+            community_id=socket.community_id,
+            user_id=socket.user_id,
+            load_channels=socket.load_channels,
+            since=_since(request),
             settings=realtime_settings(settings_of(request)),
         )
     finally:
-        for task in marking:
-            task.cancel()
+        socket.release()

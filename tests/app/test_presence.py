@@ -31,3 +31,56 @@ async def test_marks_age_out_and_stay_in_their_community(
     finally:
         await client.delete("test-presence:presence:1")
         await client.aclose()
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+async def test_held_users_are_refreshed_by_one_task_until_their_last_socket_goes(
+    kind: str, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hold() marks at once; the process's one refresher marks every held user again each
+    REFRESH_SECONDS, in one write; a user stays held while any of their sockets is open here,
+    and ages out after the last one is released; the refresher stops with nothing held."""
+    import asyncio
+
+    from redis.asyncio import Redis
+
+    now = [2_000_000.0]
+    monkeypatch.setattr(presence.time, "time", lambda: now[0])
+    monkeypatch.setattr(presence, "REFRESH_SECONDS", 0.01)
+    client = Redis.from_url(redis_url)
+    prefix = f"test-held-{kind}"
+    store = MemoryPresence() if kind == "memory" else RedisPresence(client, prefix)
+
+    async def refreshed() -> None:
+        # every mark is at the fake time; wait for two refreshes at the new time
+        await asyncio.sleep(0.1)
+
+    try:
+        store.hold(1, 10)
+        store.hold(1, 10)  # two sockets of the same user
+        store.hold(1, 11)
+        store.hold(2, 10)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0.02)
+        assert await store.online(1, [10, 11, 12]) == {10, 11}
+        assert await store.online(2, [10, 11]) == {10}
+        store.release(1, 11)
+        store.release(1, 10)  # one socket of user 10 remains
+        now[0] += PRESENCE_SECONDS - 1
+        await refreshed()
+        now[0] += 2
+        # 10 was refreshed at (then) now, 11 was not since its release
+        assert await store.online(1, [10, 11]) == {10}
+        assert await store.online(2, [10]) == {10}
+        store.release(1, 10)
+        store.release(2, 10)
+        await asyncio.sleep(0)
+        assert store._refresher is None  # nothing held: no task left behind
+        now[0] += PRESENCE_SECONDS + 1
+        assert await store.online(1, [10, 11]) == set()
+        assert await store.online(2, [10]) == set()
+        store.release(3, 3)  # never held: nothing to undo
+        assert store._held == {}
+    finally:
+        await client.delete(f"{prefix}:presence:1", f"{prefix}:presence:2")
+        await client.aclose()

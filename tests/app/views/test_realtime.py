@@ -77,6 +77,35 @@ async def test_welcome_frame(world: World) -> None:
     assert await next_frame(ws) == {"type": "pong"}
 
 
+async def test_a_socket_holds_its_user_online_until_it_closes(world: World) -> None:
+    """The socket holds its user in the process's presence registry (one refresher per
+    process, no task per socket) from its welcome until it closes; a second socket of the same
+    user keeps the hold when the first goes."""
+    from app.resources import PRESENCE
+
+    presence = world.client.app[PRESENCE]
+    ann = await world.community("Acme")
+    bob = await world.user(ann, "Bob")
+    key = (ann.community.id, bob.id)
+    first, _ = await open_socket(bob)
+    second, _ = await open_socket(bob)
+    assert presence._held[key] == 2  # type: ignore[attr-defined]
+    assert await presence.online(ann.community.id, [bob.id, ann.id]) == {bob.id}
+    await first.close()
+    for _ in range(100):
+        if presence._held.get(key) == 1:  # type: ignore[attr-defined]
+            break
+        await asyncio.sleep(0.01)
+    assert presence._held[key] == 1  # type: ignore[attr-defined]
+    await second.close()
+    for _ in range(100):
+        if key not in presence._held:  # type: ignore[attr-defined]
+            break
+        await asyncio.sleep(0.01)
+    assert key not in presence._held  # type: ignore[attr-defined]
+    assert presence._refresher is None  # type: ignore[attr-defined]  # went with the last hold
+
+
 async def test_remark_reaches_members_with_the_rest_activity(world: World) -> None:
     ann = await world.community("Acme")
     bob = await world.user(ann, "Bob")

@@ -50,6 +50,7 @@ import os
 import re
 import resource
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -79,6 +80,9 @@ SYSTEMS = ("commons", "floor", "socketio")
 BURST_CONCURRENCY = 32
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+# issue 13: fan-out memory and bursts
+RSS_TARGET_KIB = 18.0
+BURST_CPU_TARGET = 1.2
 CHEAP_ARGON2 = {"COMMONS_ARGON2_TIME_COST": "1", "COMMONS_ARGON2_MEMORY_KIB": "1024",
                 "COMMONS_ARGON2_PARALLELISM": "1"}
 
@@ -489,10 +493,12 @@ async def run_one(
                 template, args.rate, args.seconds + 3,
             )
             burst = max(1, min(args.burst, args.max_burst_deliveries // max(1, subscribers)))
-            phases["burst"] = await measure_phase(
-                session, system, servers, clients, conversation, connected, "b", burst,
-                template, None, args.burst_seconds,
-            )
+            with profiling(servers if system.name == "commons" else [], args.profile,
+                           f"burst-{subscribers}"):
+                phases["burst"] = await measure_phase(
+                    session, system, servers, clients, conversation, connected, "b", burst,
+                    template, None, args.burst_seconds,
+                )
             _, _, closed = await clients.delivered("r")
             sample = (await clients.ask("report", "r"))[0][2]
     finally:
@@ -502,6 +508,30 @@ async def run_one(
             server.stop()
     return RunResult(system.name, subscribers, connected, connect_seconds,
                      (rss1 - rss0) / max(1, added), phases, closed, sample)
+
+
+@contextlib.contextmanager
+def profiling(servers: list[Server], directory: Path | None, name: str) -> Iterator[None]:
+    """py-spy (raw stacks, one file per server) on `servers` while the block runs; its
+    sampling costs the servers CPU too, so a profiled run's figures are not the ones to quote."""
+    if directory is None or not servers:
+        yield
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    recorders = [subprocess.Popen(
+        [spy, "record", "--rate", "200", "--format", "raw", "--nonblocking",
+         "-o", str(directory / f"{name}-{i}.txt"), "--pid", str(server.process.pid)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i, server in enumerate(servers)]
+    time.sleep(1.0)
+    try:
+        yield
+    finally:
+        for recorder in recorders:
+            recorder.send_signal(signal.SIGINT)
+        for recorder in recorders:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                recorder.wait(30)
 
 
 def template_from(sample: bytes | None) -> bytes:
@@ -589,6 +619,7 @@ def print_table(results: list[RunResult], args: argparse.Namespace) -> None:
     print("Targets: CPU per delivery <= 1.5x floor and <= 1/3 of socketio; <= 20 KiB per idle "
           "connection; p99 < 50 ms at 1,000 subscribers and 10 remarks/s.")
     commons = [r for r in results if r.system == "commons"]
+    issue13: list[str] = []
     for r in commons:
         verdicts = []
         floor = by.get(("floor", r.subscribers))
@@ -605,10 +636,24 @@ def print_table(results: list[RunResult], args: argparse.Namespace) -> None:
                                 f"({'ok' if times <= 1 / 3 else 'MISSED'})")
         rss = r.rss_per_connection_kib
         verdicts.append(f"RSS {rss:.1f} KiB/conn ({'ok' if rss <= 20 else 'MISSED'})")
+        if floor:
+            times = r.phases["burst"].cpu_us_per_delivery / floor.phases[
+                "burst"].cpu_us_per_delivery
+            issue13.append(f"burst CPU per delivery at {r.subscribers:,}: {times:.2f}x floor "
+                           f"(target <= {BURST_CPU_TARGET}x: "
+                           f"{'met' if times <= BURST_CPU_TARGET else 'MISSED'})")
+        issue13.append(f"RSS per idle websocket at {r.subscribers:,}: {rss:.1f} KiB"
+                       + (f" (floor {floor.rss_per_connection_kib:.1f})" if floor else "")
+                       + f" (target <= {RSS_TARGET_KIB:g} KiB: "
+                       f"{'met' if rss <= RSS_TARGET_KIB else 'MISSED'})")
         if r.subscribers == 1000 and args.rate == 10:
             p99 = r.phases["rate"].percentile(99)
             verdicts.append(f"p99 {p99:.1f} ms ({'ok' if p99 < 50 else 'MISSED'})")
         print(f"  commons at {r.subscribers:,}: " + "; ".join(verdicts))
+    if issue13:
+        print("Issue 13 targets (fan-out memory and bursts):")
+        for verdict in issue13:
+            print(f"  {verdict}")
     if commons and commons[0].sample:
         print(f"  event frame: {len(commons[0].sample)} bytes (the references publish the "
               "same bytes)")
@@ -635,7 +680,6 @@ def local_only(url: str, what: str) -> str:
 
 @contextlib.contextmanager
 def workdir() -> Iterator[Path]:
-    import shutil
     import tempfile
 
     path = Path(tempfile.mkdtemp(prefix="commons-fanout-"))
@@ -693,6 +737,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=2, help="client processes")
     parser.add_argument("--systems", default=",".join(SYSTEMS),
                         help="which of commons,floor,socketio to run")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="record py-spy profiles of the commons servers during each burst "
+                             "into this directory")
     parser.add_argument("--admin-dsn", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     args = parser.parse_args(argv)

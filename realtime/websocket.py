@@ -74,7 +74,9 @@ class Refused(Exception):
 @dataclass(frozen=True, slots=True)
 class RealtimeSettings:
     heartbeat: float = 30.0
-    """Websocket PING every `heartbeat` s; no PONG within half of it closes the socket."""
+    """A socket that has sent nothing for about `heartbeat` s gets a websocket PING; no answer
+    within half of it closes the socket. One timer per process ticks every heartbeat / 2 for
+    every socket (`_Heartbeat`), not a timer per socket."""
     max_queue_frames: int = 1024
     max_queue_bytes: int = 1 << 20
     """Frames waiting for a socket beyond either bound close it. Bytes count what waits in this
@@ -124,8 +126,11 @@ def parse_since(request: web.BaseRequest) -> int | None:
 
 
 def websocket_response(settings: RealtimeSettings) -> web.WebSocketResponse:
+    # No heartbeat or autoping of aiohttp's (a timer and its callbacks per socket): the
+    # connection answers PINGs and `_Heartbeat` pings every socket of the process.
     return web.WebSocketResponse(
-        heartbeat=settings.heartbeat,
+        heartbeat=None,
+        autoping=False,
         compress=False,
         max_msg_size=settings.max_message_bytes,
         timeout=settings.close_timeout,
@@ -154,8 +159,55 @@ def serve_realtime(
         pool=pool,
         settings=settings,
         transport=request.transport,
+        heartbeat=True,
     )
     return connection.run(load_channels, since, upgrade=request)
+
+
+PING_WIRE = b"\x89\x00"  # a whole unmasked PING frame with no payload (RFC 6455 5.5.2)
+
+
+class _Heartbeat:
+    """The PINGs of every socket of one event loop with the same interval: one task ticking
+    every interval / 2. A socket silent for two ticks (its last message between interval / 2
+    and interval ago) gets a PING; still silent at the next tick (interval / 2 later), it is
+    dropped as dead, as aiohttp's per-socket heartbeat does."""
+
+    def __init__(self, key: tuple[asyncio.AbstractEventLoop, float]) -> None:
+        self._key = key
+        self.sockets: set[RealtimeConnection] = set()
+        self._task = key[0].create_task(self._run(key[1] / 2))
+
+    async def _run(self, tick: float) -> None:
+        try:
+            while self.sockets:
+                await asyncio.sleep(tick)
+                for connection in list(self.sockets):
+                    connection.heartbeat_tick()
+        finally:
+            if _HEARTBEATS.get(self._key) is self:
+                del _HEARTBEATS[self._key]
+
+    @staticmethod
+    def join(connection: RealtimeConnection, interval: float) -> None:
+        key = (asyncio.get_running_loop(), interval)
+        beat = _HEARTBEATS.get(key)
+        if beat is None:
+            beat = _HEARTBEATS[key] = _Heartbeat(key)
+        beat.sockets.add(connection)
+
+    @staticmethod
+    def leave(connection: RealtimeConnection, interval: float) -> None:
+        key = (asyncio.get_running_loop(), interval)
+        beat = _HEARTBEATS.get(key)
+        if beat is not None:
+            beat.sockets.discard(connection)
+            if not beat.sockets:
+                del _HEARTBEATS[key]
+                beat._task.cancel()
+
+
+_HEARTBEATS: dict[tuple[asyncio.AbstractEventLoop, float], _Heartbeat] = {}
 
 
 def cap_send_buffer(transport: asyncio.BaseTransport | None, size: int) -> None:
@@ -181,6 +233,7 @@ class RealtimeConnection:
         "_queued_frames",
         "_settings",
         "_setup",
+        "_silent",
         "_transport",
         "_writer",
         "_ws",
@@ -199,7 +252,10 @@ class RealtimeConnection:
         pool: asyncpg.Pool,
         settings: RealtimeSettings,
         transport: asyncio.BaseTransport | None = None,
+        heartbeat: bool = False,
     ) -> None:
+        """`heartbeat`: PING the client through `_Heartbeat` (`ws` was made by
+        `websocket_response`: aiohttp's own heartbeat and autoping are off)."""
         self.community_id = community_id
         self.user_id = user_id
         self.channels: set[str] = set()
@@ -217,6 +273,8 @@ class RealtimeConnection:
         self._closing = False
         self._floor = 0  # events with an id <= this were replayed or predate the socket
         self._setup: list[EncodedEvent] | None = []  # catch-all buffer until live
+        # heartbeat ticks since the client last sent anything; -1: no heartbeat of ours
+        self._silent = 0 if heartbeat and settings.heartbeat > 0 else -1
 
     @property
     def closing(self) -> bool:
@@ -236,6 +294,9 @@ class RealtimeConnection:
             del upgrade  # (aiohttp keeps the request; this frame need not)
         metrics.WEBSOCKETS_OPENED.inc()
         metrics.WEBSOCKETS.inc()
+        beating = self._silent >= 0
+        if beating:
+            _Heartbeat.join(self, self._settings.heartbeat)
         try:
             try:
                 position = await self._hub.attach(self)
@@ -252,8 +313,13 @@ class RealtimeConnection:
                 while True:
                     message = await ws.receive()
                     kind = message.type
+                    if self._silent > 0:
+                        self._silent = 0  # anything from the client shows it is there
                     if kind is WSMsgType.TEXT:
                         self._on_text(message.data)
+                    elif kind is WSMsgType.PING and beating:
+                        # what aiohttp's autoping did (off: see websocket_response)
+                        await ws.pong(message.data)
                     elif kind in _ENDED:
                         break
             except ConnectionError:
@@ -276,8 +342,25 @@ class RealtimeConnection:
                     with contextlib.suppress(Exception):
                         await ws.close()
         finally:
+            if beating:
+                _Heartbeat.leave(self, self._settings.heartbeat)
             metrics.WEBSOCKETS.dec()
         return ws
+
+    def heartbeat_tick(self) -> None:
+        """From `_Heartbeat`, every heartbeat / 2 s: PING a client silent for two ticks; drop
+        one still silent a tick after its PING (the connection is gone without a word)."""
+        silent = self._silent = self._silent + 1
+        transport = self._transport
+        if silent < 2 or self._closing or transport is None or transport.is_closing():
+            return
+        if silent == 2:
+            # whole frames only ever reach the transport, so this never splits another one
+            transport.write(PING_WIRE)  # type: ignore[attr-defined]
+        else:
+            log.debug("realtime: no answer to PING from user %s's socket", self.user_id)
+            self._closing = True
+            transport.abort()  # the read loop ends and the socket is cleaned up as usual
 
     # -- setup -----------------------------------------------------------------------------
 

@@ -407,3 +407,65 @@ def test_replay_leaves_out_what_a_channel_carried_before_joining_it() -> None:
     ]
     assert [e.id for e in joined_only(replay, "user:7")] == [2, 3, 4, 5]
     assert joined_only(replay[:2], "user:7") == replay[:2]
+
+
+async def test_one_heartbeat_per_process_pings_and_drops_silent_sockets(
+    aiohttp_client: Any, make_app: Any, make_hub: Any, rt_pool: asyncpg.Pool
+) -> None:
+    """aiohttp's heartbeat is off (a timer per socket); one task per process pings every
+    socket: a client that answers PINGs (aiohttp's autoping) stays, one that never answers is
+    dropped about 1.5 to 2 heartbeats later; the server answers the client's own PINGs."""
+    from realtime import websocket
+
+    hub = await make_hub("local")
+    app, _ = make_app(hub, rt_pool, RealtimeSettings(heartbeat=0.2))
+    client = await aiohttp_client(app)
+    assert client.port is not None
+    alive, _ = await connect(client, "user=7&channel=c")
+    watcher, _ = await connect(client, "user=9&channel=c", autoping=False)
+    silent = await never_reading_client(client.port, "/rt?user=8&channel=c")
+    frames: list[Any] = []
+
+    async def read_alive() -> None:  # aiohttp's client answers PINGs while it reads
+        async for message in alive:
+            frames.append(message.json())
+
+    reading = asyncio.get_running_loop().create_task(read_alive())
+    try:
+        assert len(websocket._HEARTBEATS) == 1  # one for the three sockets
+        # the watcher sees the server's PINGs, and its own PING answered
+        async with asyncio.timeout(5):
+            while (await watcher.receive()).type is not aiohttp.WSMsgType.PING:
+                pass
+        await watcher.pong()
+        await watcher.ping(b"are you there")
+        async with asyncio.timeout(5):
+            while (answer := await watcher.receive()).type is not aiohttp.WSMsgType.PONG:
+                pass
+        assert answer.data == b"are you there"
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        async with asyncio.timeout(5):
+            while True:
+                # a peer that never answers: dropped (EOF or a reset on our side)
+                try:
+                    if not await loop.sock_recv(silent, 65536):
+                        break
+                except ConnectionResetError:
+                    break
+        assert loop.time() - began < 1.0
+        await asyncio.sleep(0.5)  # more than two heartbeats
+        await alive.send_json({"type": "ping"})
+        async with asyncio.timeout(5):
+            while not frames:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        assert frames == [{"type": "pong"}]  # answered PINGs: still open
+        assert not alive.closed
+    finally:
+        reading.cancel()
+        silent.close()
+        await alive.close()
+        await watcher.close()
+    async with asyncio.timeout(5):
+        while websocket._HEARTBEATS:  # noqa: ASYNC110 - the last socket ends the task
+            await asyncio.sleep(0.01)

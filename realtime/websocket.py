@@ -360,7 +360,8 @@ class RealtimeConnection:
         else:
             log.debug("realtime: no answer to PING from user %s's socket", self.user_id)
             self._closing = True
-            transport.abort()  # the read loop ends and the socket is cleaned up as usual
+            # the read loop ends and the socket is cleaned up as usual
+            transport.abort()  # type: ignore[attr-defined]
 
     # -- setup -----------------------------------------------------------------------------
 

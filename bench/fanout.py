@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/fanout.py [--subscribers 1000,5000] [--rate 10] [--seconds 10]
                                      [--burst 500] [--clients 2] [--systems commons,floor,socketio]
+                                     [--profile DIR]
 
 Everything runs on 127.0.0.1 (PostgreSQL on 127.0.0.1:5432 unless --admin-dsn, Redis on
 127.0.0.1:6379 unless --redis), bounded in time (a default run: about 3.5 minutes on 2 cores).
@@ -37,6 +38,10 @@ Everything runs on 127.0.0.1 (PostgreSQL on 127.0.0.1:5432 unless --admin-dsn, R
    CPU per delivery does not depend on the number of client processes (1, 2, 4 and 8 measured
    within about 10%), and 2 give the floor its best throughput (more compete with the
    servers for the same cores), hence the default --clients 2.
+6. Prints issue 13's targets with their figure and met or missed: RSS per idle websocket at
+   most 18 KiB, burst CPU per delivery at most 1.2x the floor's (docs/reconnect.md, "Idle
+   sockets and bursts"). --profile DIR records py-spy (raw stacks, one file per commons
+   server) during each burst; sampling costs the servers CPU, so quote an unprofiled run.
 """
 
 from __future__ import annotations

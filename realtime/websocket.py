@@ -16,7 +16,9 @@ The lead's handler authenticates, decides which channels the user may read and c
 
 Live frames are the shared bytes made once per process; a socket keeps a plain list of them and
 a writer task that exists only while there is something to write, so an idle socket costs its
-slots, a small set and aiohttp's own state. When the queue passes `max_queue_frames` or
+slots, a small set, one suspended coroutine (`RealtimeConnection.run`) and aiohttp's own state:
+no task or timer of its own (one `_Heartbeat` per process pings every socket; presence is
+refreshed by one task per process, app/presence.py). When the queue passes `max_queue_frames` or
 `max_queue_bytes` the socket is closed with SLOW_READER_CLOSE_CODE instead of buffering more;
 the client reconnects with `since` and replays what it missed. Frames are never compressed:
 per-socket deflate would be per-socket work (and 100+ KiB of zlib state per socket).

@@ -430,9 +430,12 @@ async def test_one_heartbeat_per_process_pings_and_drops_silent_sockets(
         async for message in alive:
             frames.append(message.json())
 
-    reading = asyncio.get_running_loop().create_task(read_alive())
+    loop = asyncio.get_running_loop()
+    reading = loop.create_task(read_alive())
     try:
-        assert len(websocket._HEARTBEATS) == 1  # one for the three sockets
+        mine = [k for k in websocket._HEARTBEATS if k[0] is loop]
+        assert mine == [(loop, 0.2)]  # one for the three sockets
+        assert len(websocket._HEARTBEATS[mine[0]].sockets) == 3
         # the watcher sees the server's PINGs, and its own PING answered
         async with asyncio.timeout(5):
             while (await watcher.receive()).type is not aiohttp.WSMsgType.PING:
@@ -443,7 +446,6 @@ async def test_one_heartbeat_per_process_pings_and_drops_silent_sockets(
             while (answer := await watcher.receive()).type is not aiohttp.WSMsgType.PONG:
                 pass
         assert answer.data == b"are you there"
-        loop = asyncio.get_running_loop()
         began = loop.time()
         async with asyncio.timeout(5):
             while True:
@@ -467,5 +469,5 @@ async def test_one_heartbeat_per_process_pings_and_drops_silent_sockets(
         await alive.close()
         await watcher.close()
     async with asyncio.timeout(5):
-        while websocket._HEARTBEATS:  # noqa: ASYNC110 - the last socket ends the task
+        while (loop, 0.2) in websocket._HEARTBEATS:  # noqa: ASYNC110 - the last socket ends it
             await asyncio.sleep(0.01)

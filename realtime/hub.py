@@ -335,10 +335,13 @@ class Hub:
         by_channel = stream.by_channel
         for channel in channels:
             if channel not in sub.channels:
-                # one string per name for every socket that holds it, not one per socket
-                channel = sys.intern(channel)
-                sub.channels.add(channel)
                 held = by_channel.get(channel)
+                if held is not None:
+                    # one string per name for the sockets that share it, not one per socket
+                    # (a name held by one socket, a user's own channel, stays out of the
+                    # interpreter's table of interned strings)
+                    channel = sys.intern(channel)
+                sub.channels.add(channel)
                 if held is None:
                     by_channel[channel] = sub
                 elif isinstance(held, set):

@@ -73,7 +73,8 @@ class _Socket:
         self.user_id = user_id
         self.held = False
 
-    async def load_channels(self) -> list[str]:
+    async def __call__(self) -> list[str]:
+        """The socket's ChannelLoader (the object itself: no bound method to keep)."""
         # Read after the socket has its place in the event stream: a deactivation committed
         # before is seen here, one committed after arrives as its close event.
         # batched: the channels of many sockets connecting at once are read in one query
@@ -105,7 +106,7 @@ async def realtime(request: web.Request) -> web.StreamResponse:
             pool=pool_of(request),
             community_id=socket.community_id,
             user_id=socket.user_id,
-            load_channels=socket.load_channels,
+            load_channels=socket,
             since=_since(request),
             settings=realtime_settings(settings_of(request)),
         )

@@ -176,6 +176,34 @@ async def test_subscribe_and_unsubscribe_take_effect_at_once(make_hub: Any, comm
     assert sub.ids == [1, 3]
 
 
+async def test_a_channel_with_one_then_many_then_one_subscriber(
+    make_hub: Any, commit: Any
+) -> None:
+    """A channel's lone subscriber is kept as itself, several in a set: joining, leaving and
+    detaching in any order deliver to exactly the subscribers of the moment."""
+    hub = await make_hub("local")
+    one, two, three = Collector(1, ["c"]), Collector(1, ["c"]), Collector(1, ["d"])
+    for sub in (one, two, three):
+        await attach(hub, sub)
+    await commit(hub, 1, ev("c"))  # 1: one and two
+    hub.unsubscribe(one, ["c"])
+    await commit(hub, 1, ev("c"))  # 2: two alone
+    hub.subscribe(three, ["c"])
+    hub.subscribe(one, ["c"])
+    await commit(hub, 1, ev("c"))  # 3: all three
+    hub.detach(two)
+    hub.unsubscribe(three, ["c"])
+    await commit(hub, 1, ev("c"), ev("d"))  # 4: one alone; 5: three
+    hub.detach(one)
+    await commit(hub, 1, ev("c"))  # 6: nobody
+    await three.wait_for(2)
+    await asyncio.sleep(0.05)
+    assert (one.ids, two.ids, three.ids) == ([1, 3, 4], [1, 2, 3], [3, 5])
+    hub.subscribe(two, ["c"])  # detached: ignored
+    stream = hub._streams[1]
+    assert set(stream.by_channel) == {"d"} and stream.by_channel["d"] is three
+
+
 async def test_redis_connection_killed_hub_reconnects_and_catches_up(
     make_hub: Any, commit: Any, rt_redis_url: str
 ) -> None:

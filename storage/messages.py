@@ -21,7 +21,7 @@ import asyncpg
 from storage.db import Conn
 from storage.group_visibility import listed_sql, readable_sql
 from storage.groups import SHORT_COLUMNS as GROUP_SHORT_COLUMNS
-from storage.rows import MessageRow, NewMessageRow, ReadableMessageRow
+from storage.rows import MessageExtrasRow, MessageRow, NewMessageRow, ReadableMessageRow
 
 STREAM_KINDS = ("home", "mentions", "bookmarked", "sent", "company")
 
@@ -232,6 +232,26 @@ INSERT INTO external_resources AS r (community_id, url)
 SELECT $1, u.url FROM unnest($2::text[]) AS u(url)
 ON CONFLICT (community_id, url) DO UPDATE SET url = r.url
 RETURNING id, url
+"""
+
+# What each message ($1) shows besides its row, in one statement: its message-level
+# recipients (user and group ids, aligned, in RECIPIENTS' order), its tags (by name, as
+# topics.of_messages sorts them), its poll's id and whether it has attachments (load_feed
+# skips the polls and attachments queries when no message has any).
+EXTRAS = """
+SELECT m.id,
+    ARRAY(SELECT r.user_id FROM message_recipients r
+          WHERE r.message_id = m.id AND r.comment_id IS NULL ORDER BY r.position, r.id)
+        AS recipient_user_ids,
+    ARRAY(SELECT r.group_id FROM message_recipients r
+          WHERE r.message_id = m.id AND r.comment_id IS NULL ORDER BY r.position, r.id)
+        AS recipient_group_ids,
+    ARRAY(SELECT t.name FROM message_topics mt JOIN topics t ON t.id = mt.topic_id
+          WHERE mt.message_id = m.id AND mt.comment_id IS NULL ORDER BY t.name) AS tag_names,
+    (SELECT p.id FROM polls p WHERE p.message_id = m.id) AS poll_id,
+    EXISTS (SELECT 1 FROM attachments a
+            WHERE a.subject_type = 'message' AND a.subject_id = m.id) AS has_attachments
+FROM unnest($1::bigint[]) AS m(id)
 """
 RESOURCES = """
 SELECT id, url, title, description, resource_type, oembed FROM external_resources
@@ -734,6 +754,13 @@ async def clear_comment_recipients(conn: asyncpg.Connection, comment_id: int) ->
 async def recipients(conn: Conn, message_ids: Sequence[int]) -> list[asyncpg.Record]:
     """Message-level recipients of these messages, in order."""
     return await conn.fetch(RECIPIENTS, list(message_ids))
+
+
+async def extras(conn: Conn, message_ids: Sequence[int]) -> list[MessageExtrasRow]:
+    """EXTRAS of each of these messages (one row each)."""
+    if not message_ids:
+        return []
+    return cast("list[MessageExtrasRow]", await conn.fetch(EXTRAS, list(message_ids)))
 
 
 async def comment_recipients(

@@ -165,6 +165,26 @@ class CommentRow(TypedDict):
     likes_count: int
 
 
+class LatestCommentRow(CommentRow):
+    """storage.comments.LATEST_OF_MESSAGES: with its recipients, tags and attachments' flag."""
+
+    recipient_user_ids: list[int | None]
+    recipient_group_ids: list[int | None]
+    tag_names: list[str]
+    has_attachments: bool
+
+
+class MessageExtrasRow(TypedDict):
+    """storage.messages.EXTRAS."""
+
+    id: int
+    recipient_user_ids: list[int | None]
+    recipient_group_ids: list[int | None]
+    tag_names: list[str]
+    poll_id: int | None
+    has_attachments: bool
+
+
 class ConversationRow(TypedDict):
     """storage.conversations._CONVERSATION."""
 

@@ -109,12 +109,13 @@ async def load_feed(
     limits: Limits = Limits(),
 ) -> FeedData:
     """Everything the messages `rows` show, whatever their number: one query each for shared
-    messages, comments, likes (of messages and comments), recipients and tags (of messages,
-    and of comments when there are any), users, groups,
-    external resources, attachments (of messages and comments at once), and polls; then the
-    thanks announcements among them (app.actions.thanks_extensions: four queries when there
-    are thanks messages). The queries whose list of ids is empty are not run (no shared
-    message, no link, no group, no thanks...)."""
+    messages, comments (with their recipients, tags and whether they have attachments), likes
+    (of messages and comments), the messages' extras (recipients, tags, poll ids, whether they
+    have attachments), users, groups, external resources, attachments (of messages and
+    comments at once) and polls; then the thanks announcements among them
+    (app.actions.thanks_extensions: four queries when there are thanks messages). The queries
+    with nothing to read are not run (no shared message, no link, no group, no attachment, no
+    poll, no thanks...)."""
     data = FeedData(base, viewer)
     if not rows:
         return data
@@ -135,36 +136,48 @@ async def load_feed(
         conn, viewer.id, ids, comment_ids,
         per_message=limits.likes, per_comment=limits.comment_likes,
     )
-    recipients = await message_storage.recipients(conn, every_ids)
-    # whom each comment addresses and its tags (no query without comments)
-    comment_recipients = await message_storage.comment_recipients(
-        conn, [c["message_id"] for c in comments], comment_ids
-    )
-    comment_tags = await topic_storage.of_comments(
-        conn, [c["message_id"] for c in comments], comment_ids
-    )
+    extras = await message_storage.extras(conn, every_ids)
+
     user_ids = {r["user_id"] for r in every}
     user_ids.update(c["user_id"] for c in comments)
     user_ids.update(lk["user_id"] for lk in likes)
-    user_ids.update(r["user_id"] for r in recipients if r["user_id"] is not None)
-    user_ids.update(r["user_id"] for r in comment_recipients if r["user_id"] is not None)
     group_ids = {r["group_id"] for r in every if r["group_id"] is not None}
-    group_ids.update(r["group_id"] for r in recipients if r["group_id"] is not None)
-    group_ids.update(r["group_id"] for r in comment_recipients if r["group_id"] is not None)
+    # whom each message and comment addresses: (user_id, group_id) rows as render_recipients
+    # reads them
+    recipients: dict[int, list[dict[str, int | None]]] = {}
+    tags: dict[int, list[str]] = {}
+    for e in extras:
+        if e["recipient_user_ids"]:
+            recipients[e["id"]] = _recipient_rows(
+                e["recipient_user_ids"], e["recipient_group_ids"], user_ids, group_ids)
+        if e["tag_names"]:
+            tags[e["id"]] = e["tag_names"]
+    comment_recipients: dict[int, list[dict[str, int | None]]] = {}
+    comment_tags: dict[int, list[str]] = {}
+    for c in comments:
+        if c["recipient_user_ids"]:
+            comment_recipients[c["id"]] = _recipient_rows(
+                c["recipient_user_ids"], c["recipient_group_ids"], user_ids, group_ids)
+        if c["tag_names"]:
+            comment_tags[c["id"]] = c["tag_names"]
     resource_ids = {i for r in every for i in r["external_resource_ids"] or ()}
     resource_ids.update(i for c in comments for i in c["external_resource_ids"] or ())
 
     users = await user_storage.by_ids(conn, cid, list(user_ids))
     groups = await message_storage.groups(conn, cid, viewer.id, viewer.is_external,
                                           list(group_ids))
-    tags = await topic_storage.of_messages(conn, every_ids)
     resources = await message_storage.resources(conn, cid, list(resource_ids))
     attachments: Rendered = {}
     media: Rendered = {}
-    found = await attachment_storage.for_messages_and_comments(conn, every_ids, comment_ids)
+    found = await attachment_storage.for_messages_and_comments(
+        conn, [e["id"] for e in extras if e["has_attachments"]],
+        [c["id"] for c in comments if c["has_attachments"]],
+    )
     for subject, attachment_rows in found.items():
         attachments[subject], media[subject] = attachments_and_media_files(attachment_rows, base)
-    polls = await poll_storage.of_messages(conn, cid, viewer.id, every_ids)
+    poll_message_ids = [e["id"] for e in extras if e["poll_id"] is not None]
+    polls = (await poll_storage.of_messages(conn, cid, viewer.id, poll_message_ids)
+             if poll_message_ids else [])
     # only thanks messages have a thanks row (the thanks action posts them with this type)
     extensions = await thanks_extensions(
         conn, cid, [r["id"] for r in every if r["message_type"] == THANKS_MESSAGE_TYPE], base
@@ -172,14 +185,8 @@ async def load_feed(
 
     data.users = {u["id"]: u for u in users}
     data.groups = {g["id"]: g for g in groups}
-    by_message: dict[int, list[asyncpg.Record]] = {}
-    for r in recipients:
-        by_message.setdefault(r["message_id"], []).append(r)
-    data.recipients = by_message
-    by_comment: dict[int, list[asyncpg.Record]] = {}
-    for r in comment_recipients:
-        by_comment.setdefault(r["comment_id"], []).append(r)
-    data.comment_recipients = by_comment
+    data.recipients = recipients
+    data.comment_recipients = comment_recipients
     data.comment_tags = comment_tags
     data.tags = tags
     data.resources = {r["id"]: r for r in resources}
@@ -197,6 +204,22 @@ async def load_feed(
     data.shared = {s["id"]: s for s in shared}
     data.extensions = extensions
     return data
+
+
+def _recipient_rows(
+    user_ids: Sequence[int | None], group_ids: Sequence[int | None],
+    all_users: set[int], all_groups: set[int],
+) -> list[dict[str, int | None]]:
+    """Aligned recipient ids as rows of user_id and group_id; adds their users and groups to
+    what the page reads."""
+    out: list[dict[str, int | None]] = []
+    for user_id, group_id in zip(user_ids, group_ids, strict=True):
+        if user_id is not None:
+            all_users.add(user_id)
+        elif group_id is not None:
+            all_groups.add(group_id)
+        out.append({"user_id": user_id, "group_id": group_id})
+    return out
 
 
 async def render_messages(

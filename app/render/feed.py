@@ -24,10 +24,10 @@ class FeedData:
     # short group rows (storage.messages.GROUPS) with viewer_role and listed
     groups: Mapping[int, FeedGroupRow] = field(default_factory=dict)
     # message id -> message-level recipient rows (user_id or group_id), in order
-    recipients: Mapping[int, list[Row]] = field(default_factory=dict)
+    recipients: Mapping[int, Sequence[Row]] = field(default_factory=dict)
     tags: Mapping[int, list[str]] = field(default_factory=dict)
     # comment id -> whom the comment addresses (user_id or group_id rows), and its tags
-    comment_recipients: Mapping[int, list[Row]] = field(default_factory=dict)
+    comment_recipients: Mapping[int, Sequence[Row]] = field(default_factory=dict)
     comment_tags: Mapping[int, list[str]] = field(default_factory=dict)
     resources: Mapping[int, Row] = field(default_factory=dict)
     # rendered attachments and media files of each subject

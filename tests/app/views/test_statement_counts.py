@@ -74,3 +74,29 @@ async def test_post_remark_comment_like_statements(world: World, query_log: Quer
     resp = await admin.api.post(f"/api/messages/{message['id']}/likes")
     assert resp.status == 201, resp.text
     assert len(query_log) <= LIKE_STATEMENTS, show(query_log)
+
+
+# GET /api/messages, Home's first page with comments, likes, tags, mentions, links and a group
+# (17 before): the viewer, the marking of Home read (BEGIN, its update, COMMIT), the viewer's
+# group count, the page, then its comments (with their recipients, tags and whether they have
+# attachments), likes, the messages' extras (recipients, tags, poll, attachments?), users,
+# groups and links. No attachment and no poll: no query for them.
+HOME_PAGE_STATEMENTS = 12
+
+
+async def test_get_messages_statements(world: World, query_log: QueryLog) -> None:
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    group_id = await make_group(world, admin, "Team", members=[bob])
+    for i in range(3):
+        message = await post(bob, f"#tag{i} hi @{admin.username} https://example.com/{i}",
+                             group_id=group_id if i % 2 else None)
+        await comment(admin, message["id"], f"#c{i} thanks @{bob.username}")
+        resp = await admin.api.post(f"/api/messages/{message['id']}/likes")
+        assert resp.status == 201, resp.text
+    await admin.api.get("/api/messages")
+    query_log.reset()
+    resp = await admin.api.get("/api/messages")
+    assert resp.status == 200, resp.text
+    assert len(resp.json["messages"]) == 3
+    assert len(query_log) <= HOME_PAGE_STATEMENTS, show(query_log)

@@ -43,29 +43,37 @@ OFFSET $2 LIMIT $3
 IDS_OF_MESSAGE = "SELECT id FROM comments WHERE message_id = $1 ORDER BY id"
 
 # The $2 most recent comments of each message in $1, returned oldest first per message, with
-# whom each addresses (user and group ids, aligned, in messages.COMMENT_RECIPIENTS' order), its
-# tags (by name, as topics.of_comments sorts them) and whether it has attachments: what
-# three more queries would read (issue 13).
+# what three more queries would read (issue 13): whom each addresses (user and group ids,
+# aligned, in messages.COMMENT_RECIPIENTS' order; NULL when none), its tags (by name, as
+# topics.of_comments sorts them; NULL when none) and whether it has attachments. Set-based
+# (each table read once for the page, as those queries did), not per comment.
 LATEST_OF_MESSAGES = f"""
-SELECT c.*,
-    ARRAY(SELECT r.user_id FROM message_recipients r
-          WHERE r.message_id = c.message_id AND r.comment_id = c.id ORDER BY r.position, r.id)
-        AS recipient_user_ids,
-    ARRAY(SELECT r.group_id FROM message_recipients r
-          WHERE r.message_id = c.message_id AND r.comment_id = c.id ORDER BY r.position, r.id)
-        AS recipient_group_ids,
-    ARRAY(SELECT t.name FROM message_topics mt JOIN topics t ON t.id = mt.topic_id
-          WHERE mt.message_id = c.message_id AND mt.comment_id = c.id ORDER BY t.name)
-        AS tag_names,
-    EXISTS (SELECT 1 FROM attachments a
-            WHERE a.subject_type = 'comment' AND a.subject_id = c.id) AS has_attachments
-FROM unnest($1::bigint[]) AS mid(id)
-CROSS JOIN LATERAL (
-    SELECT {COLUMNS} FROM comments c
-    WHERE c.message_id = mid.id
-    ORDER BY c.created_at DESC, c.id DESC
-    LIMIT $2
-) c
+WITH c AS (
+    SELECT c.* FROM unnest($1::bigint[]) AS mid(id)
+    CROSS JOIN LATERAL (
+        SELECT {COLUMNS} FROM comments c
+        WHERE c.message_id = mid.id
+        ORDER BY c.created_at DESC, c.id DESC
+        LIMIT $2
+    ) c
+), r AS (
+    SELECT r.comment_id, array_agg(r.user_id ORDER BY r.position, r.id) AS user_ids,
+           array_agg(r.group_id ORDER BY r.position, r.id) AS group_ids
+    FROM message_recipients r
+    WHERE r.message_id = ANY($1::bigint[]) AND r.comment_id IN (SELECT id FROM c)
+    GROUP BY r.comment_id
+), t AS (
+    SELECT mt.comment_id, array_agg(t.name ORDER BY t.name) AS names
+    FROM message_topics mt JOIN topics t ON t.id = mt.topic_id
+    WHERE mt.message_id = ANY($1::bigint[]) AND mt.comment_id IN (SELECT id FROM c)
+    GROUP BY mt.comment_id
+)
+SELECT c.*, r.user_ids AS recipient_user_ids, r.group_ids AS recipient_group_ids,
+       t.names AS tag_names,
+       c.id IN (SELECT a.subject_id FROM attachments a
+                WHERE a.subject_type = 'comment' AND a.subject_id IN (SELECT id FROM c))
+           AS has_attachments
+FROM c LEFT JOIN r ON r.comment_id = c.id LEFT JOIN t ON t.comment_id = c.id
 ORDER BY c.message_id, c.created_at, c.id
 """
 

@@ -234,24 +234,36 @@ ON CONFLICT (community_id, url) DO UPDATE SET url = r.url
 RETURNING id, url
 """
 
-# What each message ($1) shows besides its row, in one statement: its message-level
-# recipients (user and group ids, aligned, in RECIPIENTS' order), its tags (by name, as
-# topics.of_messages sorts them), its poll's id and whether it has attachments (load_feed
-# skips the polls and attachments queries when no message has any).
+# What the messages $1 show besides their rows, in one statement: their message-level
+# recipients (user and group ids, aligned, in RECIPIENTS' order), tags (by name, as
+# topics.of_messages sorts them), poll ids and whether they have attachments (load_feed skips
+# the polls and attachments queries when none has any). Only the messages with any of these,
+# NULL for what they lack. Set-based: each table is read once for the page.
 EXTRAS = """
-SELECT m.id,
-    ARRAY(SELECT r.user_id FROM message_recipients r
-          WHERE r.message_id = m.id AND r.comment_id IS NULL ORDER BY r.position, r.id)
-        AS recipient_user_ids,
-    ARRAY(SELECT r.group_id FROM message_recipients r
-          WHERE r.message_id = m.id AND r.comment_id IS NULL ORDER BY r.position, r.id)
-        AS recipient_group_ids,
-    ARRAY(SELECT t.name FROM message_topics mt JOIN topics t ON t.id = mt.topic_id
-          WHERE mt.message_id = m.id AND mt.comment_id IS NULL ORDER BY t.name) AS tag_names,
-    (SELECT p.id FROM polls p WHERE p.message_id = m.id) AS poll_id,
-    EXISTS (SELECT 1 FROM attachments a
-            WHERE a.subject_type = 'message' AND a.subject_id = m.id) AS has_attachments
+WITH r AS (
+    SELECT r.message_id, array_agg(r.user_id ORDER BY r.position, r.id) AS user_ids,
+           array_agg(r.group_id ORDER BY r.position, r.id) AS group_ids
+    FROM message_recipients r
+    WHERE r.message_id = ANY($1::bigint[]) AND r.comment_id IS NULL
+    GROUP BY r.message_id
+), t AS (
+    SELECT mt.message_id, array_agg(t.name ORDER BY t.name) AS names
+    FROM message_topics mt JOIN topics t ON t.id = mt.topic_id
+    WHERE mt.message_id = ANY($1::bigint[]) AND mt.comment_id IS NULL
+    GROUP BY mt.message_id
+), p AS (
+    SELECT p.message_id, p.id FROM polls p WHERE p.message_id = ANY($1::bigint[])
+), a AS (
+    SELECT DISTINCT a.subject_id AS message_id FROM attachments a
+    WHERE a.subject_type = 'message' AND a.subject_id = ANY($1::bigint[])
+)
+SELECT m.id, r.user_ids AS recipient_user_ids, r.group_ids AS recipient_group_ids,
+       t.names AS tag_names, p.id AS poll_id, a.message_id IS NOT NULL AS has_attachments
 FROM unnest($1::bigint[]) AS m(id)
+LEFT JOIN r ON r.message_id = m.id LEFT JOIN t ON t.message_id = m.id
+LEFT JOIN p ON p.message_id = m.id LEFT JOIN a ON a.message_id = m.id
+WHERE r.message_id IS NOT NULL OR t.message_id IS NOT NULL OR p.id IS NOT NULL
+   OR a.message_id IS NOT NULL
 """
 RESOURCES = """
 SELECT id, url, title, description, resource_type, oembed FROM external_resources
@@ -757,7 +769,7 @@ async def recipients(conn: Conn, message_ids: Sequence[int]) -> list[asyncpg.Rec
 
 
 async def extras(conn: Conn, message_ids: Sequence[int]) -> list[MessageExtrasRow]:
-    """EXTRAS of each of these messages (one row each)."""
+    """EXTRAS of these messages (a row for each that has any)."""
     if not message_ids:
         return []
     return cast("list[MessageExtrasRow]", await conn.fetch(EXTRAS, list(message_ids)))

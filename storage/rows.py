@@ -168,9 +168,9 @@ class CommentRow(TypedDict):
 class LatestCommentRow(CommentRow):
     """storage.comments.LATEST_OF_MESSAGES: with its recipients, tags and attachments' flag."""
 
-    recipient_user_ids: list[int | None]
-    recipient_group_ids: list[int | None]
-    tag_names: list[str]
+    recipient_user_ids: list[int | None] | None
+    recipient_group_ids: list[int | None] | None
+    tag_names: list[str] | None
     has_attachments: bool
 
 
@@ -178,9 +178,9 @@ class MessageExtrasRow(TypedDict):
     """storage.messages.EXTRAS."""
 
     id: int
-    recipient_user_ids: list[int | None]
-    recipient_group_ids: list[int | None]
-    tag_names: list[str]
+    recipient_user_ids: list[int | None] | None
+    recipient_group_ids: list[int | None] | None
+    tag_names: list[str] | None
     poll_id: int | None
     has_attachments: bool
 

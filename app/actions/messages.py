@@ -149,7 +149,7 @@ async def load_feed(
     for e in extras:
         if e["recipient_user_ids"]:
             recipients[e["id"]] = _recipient_rows(
-                e["recipient_user_ids"], e["recipient_group_ids"], user_ids, group_ids)
+                e["recipient_user_ids"], e["recipient_group_ids"] or (), user_ids, group_ids)
         if e["tag_names"]:
             tags[e["id"]] = e["tag_names"]
     comment_recipients: dict[int, list[dict[str, int | None]]] = {}
@@ -157,7 +157,7 @@ async def load_feed(
     for c in comments:
         if c["recipient_user_ids"]:
             comment_recipients[c["id"]] = _recipient_rows(
-                c["recipient_user_ids"], c["recipient_group_ids"], user_ids, group_ids)
+                c["recipient_user_ids"], c["recipient_group_ids"] or (), user_ids, group_ids)
         if c["tag_names"]:
             comment_tags[c["id"]] = c["tag_names"]
     resource_ids = {i for r in every for i in r["external_resource_ids"] or ()}

@@ -771,3 +771,22 @@ async def test_a_page_shows_what_its_items_own_reads_show(world: World) -> None:
     assert [r["id"] for r in first["recipients"]] == [bob.id]
     assert len(first["attachments"]) == 1
     assert message["comments"][1]["tags"] == message["comments"][1]["recipients"] == []
+
+
+async def test_a_renamed_author_shows_renamed_on_the_next_page(world: World) -> None:
+    """The forms of a user are shared across pages by value (app.render.feed.user_form): a
+    rename shows at once, in every form."""
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    mine = await post(admin, "hello")
+    await comment(bob, mine["id"])
+    assert (await bob.api.post(f"/api/messages/{mine['id']}/likes")).status == 201
+    await post(bob, f"hi @{admin.username}")
+    before = (await admin.api.get("/api/messages")).json["messages"]
+    assert before[0]["user"]["first_name"] == "Bob"
+    renamed = await bob.api.put(f"/api/users/{bob.id}", json={"user": {"first_name": "Rob"}})
+    assert renamed.status == 200, renamed.text
+    after = (await admin.api.get("/api/messages")).json["messages"]
+    assert after[0]["user"]["first_name"] == "Rob" and after[0]["user"]["name"].startswith("Rob ")
+    assert after[1]["comments"][0]["user"] == after[0]["user"]
+    assert after[1]["likes"][0]["user"]["name"] == after[0]["user"]["name"]

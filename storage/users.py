@@ -15,7 +15,7 @@ import asyncpg
 from storage import versions
 from storage.db import Conn
 from storage.names import first_free
-from storage.rows import FullUserRow, UserRow
+from storage.rows import EmbeddedUserRow, FullUserRow, UserRow
 
 # Columns needed to render any form of a user (embedded, like, recipient, compact).
 BASIC = """
@@ -88,6 +88,12 @@ UPDATE users SET session_epoch = session_epoch + 1
 WHERE community_id = $1 AND id = $2 RETURNING session_epoch
 """
 BY_IDS = f"SELECT {BASIC} FROM users u WHERE u.community_id = $1 AND u.id = ANY($2::bigint[])"
+# Only what the embedded forms read (EmbeddedUserRow): a page of messages shows a hundred users
+# or more, and BASIC's other columns (contact_info's json above all) cost decoding (issue 13).
+EMBEDDED_BY_IDS = f"""
+SELECT {", ".join("u." + c for c in MANAGER_FIELDS)} FROM users u
+WHERE u.community_id = $1 AND u.id = ANY($2::bigint[])
+"""
 BY_EMAILS = f"""
 SELECT {BASIC} FROM users u
 WHERE u.community_id = $1 AND lower(u.email) = ANY($2::text[])
@@ -233,6 +239,15 @@ async def by_ids(conn: Conn, community_id: int, ids: Sequence[int]) -> list[User
     if not ids:
         return []
     return cast("list[UserRow]", await conn.fetch(BY_IDS, community_id, list(ids)))
+
+
+async def embedded_by_ids(
+    conn: Conn, community_id: int, ids: Sequence[int]
+) -> list[EmbeddedUserRow]:
+    """The rows the embedded forms of these users are rendered from (EMBEDDED_BY_IDS)."""
+    if not ids:
+        return []
+    return cast("list[EmbeddedUserRow]", await conn.fetch(EMBEDDED_BY_IDS, community_id, list(ids)))
 
 
 async def by_emails(

@@ -163,7 +163,7 @@ async def load_feed(
     resource_ids = {i for r in every for i in r["external_resource_ids"] or ()}
     resource_ids.update(i for c in comments for i in c["external_resource_ids"] or ())
 
-    users = await user_storage.by_ids(conn, cid, list(user_ids))
+    users = await user_storage.embedded_by_ids(conn, cid, list(user_ids))
     groups = await message_storage.groups(conn, cid, viewer.id, viewer.is_external,
                                           list(group_ids))
     resources = await message_storage.resources(conn, cid, list(resource_ids))

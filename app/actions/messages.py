@@ -576,7 +576,7 @@ async def _posted_feed(conn: Conn, viewer: Viewer, posted: Posted, base: str) ->
     else:  # system viewers carry no row
         wanted.add(viewer.id)
         users = []
-    users += await user_storage.by_ids(conn, cid, list(wanted)) if wanted else []
+    users += await user_storage.embedded_by_ids(conn, cid, list(wanted)) if wanted else []
     group_ids = {r["group_id"] for r in posted.recipients if r["group_id"] is not None}
     if row["group_id"] is not None:
         group_ids.add(row["group_id"])

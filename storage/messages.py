@@ -22,6 +22,7 @@ from storage.db import Conn
 from storage.group_visibility import listed_sql, readable_sql
 from storage.groups import SHORT_COLUMNS as GROUP_SHORT_COLUMNS
 from storage.rows import MessageExtrasRow, MessageRow, NewMessageRow, ReadableMessageRow
+from storage.users import MANAGER_FIELDS as EMBEDDED_USER_FIELDS
 
 STREAM_KINDS = ("home", "mentions", "bookmarked", "sent", "company")
 
@@ -218,11 +219,17 @@ WHERE g.community_id = $1 AND lower(g.groupname) = ANY($4::text[])
   AND {readable_sql("g", "$2", "$3")}
 """
 # Both at once: (kind 'user' | 'group', id, name).
+# A user's row also carries what the embedded forms of the user render (EmbeddedUserRow), so
+# that the message's 201 renders its mentioned users without reading them again (NULL in the
+# rows of groups).
+_EMBEDDED_USER_REST = [c for c in EMBEDDED_USER_FIELDS if c != "id"]
+_EMBEDDED_USER = ", ".join(f"u.{c}" for c in _EMBEDDED_USER_REST)
 MENTIONABLE = f"""
-SELECT 'user' AS kind, u.id, u.username AS name FROM users u
+SELECT 'user' AS kind, u.id, u.username AS name, {_EMBEDDED_USER} FROM users u
 WHERE u.community_id = $1 AND lower(u.username) = ANY($4::text[])
 UNION ALL
-SELECT 'group', g.id, g.groupname FROM groups g
+SELECT 'group', g.id, g.groupname, {", ".join("NULL" for _ in _EMBEDDED_USER_REST)}
+FROM groups g
 WHERE g.community_id = $1 AND lower(g.groupname) = ANY($4::text[])
   AND {readable_sql("g", "$2", "$3")}
 """
@@ -821,7 +828,7 @@ async def mentionable(
     conn: Conn, community_id: int, viewer_id: int, external: bool, names: Sequence[str]
 ) -> tuple[list[asyncpg.Record], list[asyncpg.Record]]:
     """mentionable_users and mentionable_groups in one query: (users, groups), each row with
-    `id` and `name`."""
+    `id` and `name`; a user's row is also an EmbeddedUserRow."""
     if not names:
         return [], []
     rows = await conn.fetch(

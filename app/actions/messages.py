@@ -50,7 +50,7 @@ from storage import users as user_storage
 from storage.blobs import BlobStore
 from storage.db import Conn, connection
 from storage.messages import MessageQuery, Recipient
-from storage.rows import NewMessageRow
+from storage.rows import EmbeddedUserRow, NewMessageRow
 
 # What `message[message_type]` may say through the API (thanks and the like are made by their
 # own actions, which pass their type to create_message).
@@ -294,6 +294,8 @@ class Body:
     mentions: list[Recipient]
     topic_ids: list[int]
     resource_ids: list[int]
+    # the rows of the mentioned users (what their embedded forms render)
+    mentioned_users: list[EmbeddedUserRow] = field(default_factory=list)
 
     @property
     def mentioned_user_ids(self) -> list[int]:
@@ -337,7 +339,7 @@ async def process_body(
     topic_ids = await topic_storage.upsert(conn, cid, extract_hashtags(text), viewer.id)
     urls = [*extract_urls(text), *extra_urls]
     resource_ids = await message_storage.upsert_resources(conn, cid, urls)
-    return Body(html, mentions, topic_ids, resource_ids)
+    return Body(html, mentions, topic_ids, resource_ids, list(user_rows))
 
 
 # --- posting ---------------------------------------------------------------------------------
@@ -401,9 +403,9 @@ async def _check_group(
 
 async def _addressed(
     conn: asyncpg.Connection, viewer: Viewer, new: NewMessage
-) -> list[Recipient]:
+) -> tuple[list[Recipient], list[EmbeddedUserRow]]:
     """message[recipients]: names or ids of users of the community and of groups whose content
-    the poster may read; anything else is a 422."""
+    the poster may read; anything else is a 422. With the rows of the users addressed."""
     cid = viewer.community_id
     names = [n.strip().lstrip("@") for n in new.recipient_names if n.strip().lstrip("@")]
     user_rows, group_rows = await message_storage.mentionable(
@@ -411,6 +413,7 @@ async def _addressed(
     )
     users = {u["name"].lower(): u["id"] for u in user_rows}
     groups = {g["name"].lower(): g["id"] for g in group_rows}
+    rows: list[EmbeddedUserRow] = list(user_rows)
     out: list[Recipient] = []
     unknown: list[str] = []
     for name in names:
@@ -421,7 +424,9 @@ async def _addressed(
         else:
             unknown.append(name)
     if new.recipient_user_ids:
-        found = {u["id"] for u in await user_storage.by_ids(conn, cid, new.recipient_user_ids)}
+        found_rows = await user_storage.embedded_by_ids(conn, cid, new.recipient_user_ids)
+        rows += found_rows
+        found = {u["id"] for u in found_rows}
         unknown.extend(str(i) for i in new.recipient_user_ids if i not in found)
         out.extend(Recipient(user_id=i, reason="addressed")
                    for i in new.recipient_user_ids if i in found)
@@ -437,7 +442,7 @@ async def _addressed(
         raise Invalid.field(
             _param(new, "recipients"), f"names no user or group: {', '.join(unknown)}"
         )
-    return out
+    return out, rows
 
 
 async def _check_shared(
@@ -466,12 +471,14 @@ def _message_type(new: NewMessage) -> str:
 class Posted:
     """A message just posted, and what its author's rendering needs of what the posting already
     knows (so that the 201 reads nothing again): its row, its recipients as `recipients` would
-    read them, its tag names and its claimed attachments."""
+    read them, its tag names, its claimed attachments and the rows of the users it mentions or
+    addresses."""
 
     row: NewMessageRow
     recipients: list[dict[str, int | None]]
     tags: list[str]
     attachments: list[asyncpg.Record]
+    users: list[EmbeddedUserRow] = field(default_factory=list)
 
 
 async def insert_message(w: Work, viewer: Viewer, base: str, new: NewMessage) -> int:
@@ -499,7 +506,7 @@ async def _post(w: Work, viewer: Viewer, base: str, new: NewMessage) -> Posted:
     ):
         raise Invalid.field(_param(new, "poll_id"), "is not a poll of yours without a message")
     await _check_shared(conn, viewer, new)
-    addressed = await _addressed(conn, viewer, new)
+    addressed, addressed_users = await _addressed(conn, viewer, new)
     await check_text(conn, viewer.community_id, f"{title}\n{body}", field=_param(new, "body"))
     processed = await process_body(conn, viewer, base, body, [url] if url else [])
     days = min(max(new.days_of_stickiness, 0), MAX_STICKINESS_DAYS) if announcement else 0
@@ -534,7 +541,7 @@ async def _post(w: Work, viewer: Viewer, base: str, new: NewMessage) -> Posted:
     ))
     return Posted(
         row, message_storage.stored_recipients(recipients), list(row["tag_names"]),
-        sorted(attached, key=lambda a: a["id"]),
+        sorted(attached, key=lambda a: a["id"]), [*processed.mentioned_users, *addressed_users],
     )
 
 
@@ -570,12 +577,14 @@ async def _posted_feed(conn: Conn, viewer: Viewer, posted: Posted, base: str) ->
     mid = row["id"]
     data = FeedData(base, viewer)
     wanted = {r["user_id"] for r in posted.recipients if r["user_id"] is not None}
+    # the mentioned and addressed users, read by the posting
+    users: list[EmbeddedUserRow] = list(posted.users)
+    wanted.difference_update(u["id"] for u in users)
     if viewer.row is not None:  # the author's row, read by the authentication
         wanted.discard(viewer.id)
-        users = [viewer.row]
+        users.append(viewer.row)
     else:  # system viewers carry no row
         wanted.add(viewer.id)
-        users = []
     users += await user_storage.embedded_by_ids(conn, cid, list(wanted)) if wanted else []
     group_ids = {r["group_id"] for r in posted.recipients if r["group_id"] is not None}
     if row["group_id"] is not None:

@@ -790,3 +790,26 @@ async def test_a_renamed_author_shows_renamed_on_the_next_page(world: World) -> 
     assert after[0]["user"]["first_name"] == "Rob" and after[0]["user"]["name"].startswith("Rob ")
     assert after[1]["comments"][0]["user"] == after[0]["user"]
     assert after[1]["likes"][0]["user"]["name"] == after[0]["user"]["name"]
+
+
+async def test_the_201_renders_mentioned_and_addressed_users_as_a_read_does(
+    world: World,
+) -> None:
+    """The 201 of a post renders the users it mentions or addresses (by name or by id) from
+    the rows the posting read to resolve them, not read again: the same JSON as a read."""
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    carol = await world.user(admin, "Carol")
+    dan = await world.user(admin, "Dan")
+    group_id = await make_group(world, admin, "Team", members=[bob])
+    team = await groupname_of(world, group_id)
+    resp = await bob.api.post("/api/messages", json={"message": {
+        "body": f"hi @{admin.username} and @{bob.username} and @{team}",
+        "recipients": [carol.username, {"type": "User", "id": dan.id}]}})
+    assert resp.status == 201, resp.text
+    message = resp.json["message"]
+    assert [r["id"] for r in message["recipients"]] == [admin.id, bob.id, group_id, carol.id,
+                                                        dan.id]
+    shown = (await bob.api.get(f"/api/messages/{message['id']}")).json["message"]
+    assert message["recipients"] == shown["recipients"]
+    assert message["user"] == shown["user"]

@@ -13,10 +13,11 @@ from tests.support import World
 # BEGIN, the content filter, the message, the content version's bump (docs/polling.md: it
 # rides on the staged events' insert, alone when a write has no event), COMMIT.
 PLAIN_MESSAGE_STATEMENTS = 6
-# ... into a group, with a mention, a tag and a link (29 before): + the group, the mentionable
-# names, the topic, the resource, the notification, its sender, its push jobs, the event, and
-# rendering's users, groups and resources.
-FULL_MESSAGE_STATEMENTS = 16
+# ... into a group, with a mention, a tag and a link (29 before, 16 before the mentioned user
+# came with the mention's resolution): + the group, the mentionable names (with what the
+# mentioned users' forms render), the topic, the resource, the notification, its sender, its
+# push jobs, the event, and rendering's groups and resources.
+FULL_MESSAGE_STATEMENTS = 15
 REMARK_STATEMENTS = 12
 COMMENT_STATEMENTS = 21
 LIKE_STATEMENTS = 8
@@ -44,6 +45,11 @@ async def test_post_message_statements(world: World, query_log: QueryLog) -> Non
     assert message["group"]["id"] == group_id and message["tags"][0]["name"] == "tag"
     assert [r["id"] for r in message["recipients"]] == [group_id, admin.id]
     assert len(query_log) <= FULL_MESSAGE_STATEMENTS, show(query_log)
+    # the mentioned user is rendered from the row the mention's resolution read, as a read of
+    # the message renders it
+    shown = (await bob.api.get(f"/api/messages/{message['id']}")).json["message"]
+    assert message["recipients"] == shown["recipients"]
+    assert message["user"] == shown["user"]
     # the recipient and topic rows written by the same statement carry the message's
     # last_interacted_at (what @Mentions, Home and the tag filter walk, docs/feed.md)
     stamps = await world.pool.fetch(

@@ -1,5 +1,6 @@
-"""The number of SQL statements PostgreSQL runs for the write requests clients make most
-(issue 13): a fixed bound each, so that none can grow back unnoticed. BEGIN and COMMIT count."""
+"""The number of SQL statements PostgreSQL runs for the write requests clients make most and
+for Home's first page (issue 13): a fixed bound each, so that none can grow back unnoticed.
+BEGIN and COMMIT count."""
 
 from __future__ import annotations
 

@@ -52,7 +52,6 @@ from push.jobs import PushMessage
 from realtime.channels import user_channel
 from realtime.events import NewEvent
 from realtime.hub import Hub
-from storage import conversations as conversation_store
 from storage import notifications as store
 from storage import users as user_store
 from storage.db import Conn
@@ -301,13 +300,11 @@ async def enqueue_remark_push(
     conversation: Mapping[str, Any],
     activity: Mapping[str, Any],
 ) -> int:
-    """Inside the remark's transaction: a push job for every other current member's
+    """Inside the remark's transaction (`activity` as storage.activities.insert returns it):
+    a push job for every other current member's
     `conversations` devices with push_conversation_activity on. The worker sends it only if
     the member has not acknowledged the remark by then. How many jobs were made."""
-    author_id = activity["actor_id"]
-    members = [
-        u for u in await conversation_store.member_ids(conn, conversation["id"]) if u != author_id
-    ]
+    members = list(activity["other_member_ids"])  # read by the insert (storage.activities)
     if not members:
         return 0
     author = display_name({

@@ -17,7 +17,7 @@ PLAIN_MESSAGE_STATEMENTS = 6
 # names, the topic, the resource, the notification, its sender, its push jobs, the event, and
 # rendering's users, groups and resources.
 FULL_MESSAGE_STATEMENTS = 16
-REMARK_STATEMENTS = 12
+REMARK_STATEMENTS = 7
 COMMENT_STATEMENTS = 21
 LIKE_STATEMENTS = 8
 

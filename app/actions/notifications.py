@@ -128,11 +128,9 @@ async def _announce(
     """Events and push jobs for freshly inserted notification rows."""
     if not rows:
         return []
-    context = await store.sender_and_base(conn, community_id, sender_id)
-    assert context is not None
-    base: str = context["base_url"]
-    sender = context if context["id"] is not None else None
-    name = display_name(sender) if sender is not None else context["community_name"]
+    context = store.context_of(rows)
+    base, sender = context.base_url, context.sender
+    name = display_name(sender) if sender is not None else context.community_name
     phrase = PUSH_PHRASES.get((subject.filter, subject.verb), subject.verb)
     if subject.filter == "groups" and subject.notifiable_text:
         phrase = phrase.replace("a group", subject.notifiable_text)

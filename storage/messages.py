@@ -18,6 +18,7 @@ from typing import Any, cast
 
 import asyncpg
 
+from storage import topics
 from storage.db import Conn
 from storage.group_visibility import listed_sql, readable_sql
 from storage.groups import SHORT_COLUMNS as GROUP_SHORT_COLUMNS
@@ -121,9 +122,10 @@ RETURNING id
 # answering the new message's full row (ROW: its counts are 0, the viewer is its author $2).
 # Their last_interacted_at is the message's, given here (migration 0012's trigger would read the
 # messages row again for each of them).
-# $19-$22 recipients as in INSERT_RECIPIENTS ($4-$7 there), $23 topic ids.
+# $19-$22 recipients as in INSERT_RECIPIENTS ($4-$7 there), $23 topic names (distinct,
+# normalized: topics.distinct_names), upserted here as topics.upsert does.
 INSERT_FULL = f"""
-WITH m AS (
+WITH tp AS ({topics.upsert_sql("$1", "$23", "$2")}), m AS (
 {INSERT.strip().removesuffix("RETURNING id")}RETURNING *
 ), r AS (
     INSERT INTO message_recipients (community_id, message_id, comment_id, user_id, group_id,
@@ -135,13 +137,12 @@ WITH m AS (
 ), t AS (
     INSERT INTO message_topics (community_id, message_id, comment_id, topic_id,
                                 last_interacted_at)
-    SELECT $1, m.id, NULL, t.id, m.last_interacted_at FROM m, unnest($23::bigint[]) AS t(id)
+    SELECT $1, m.id, NULL, tp.id, m.last_interacted_at FROM m, tp
     ON CONFLICT DO NOTHING
 )
 SELECT {ROW},
        -- its tags' names in the order topics.OF_MESSAGES reads them (the database's collation)
-       ARRAY(SELECT t.name FROM topics t WHERE t.id = ANY($23::bigint[]) ORDER BY t.name)
-           AS tag_names
+       ARRAY(SELECT tp.name FROM tp ORDER BY tp.name) AS tag_names
 FROM m LEFT JOIN groups g ON g.id = m.group_id
 """
 
@@ -638,16 +639,17 @@ async def insert(
     external_resource_ids: Sequence[int],
     extensions: list[Any],
     recipients: Sequence[Recipient] = (),
-    topic_ids: Sequence[int] = (),
+    topic_names: Sequence[str] = (),
 ) -> NewMessageRow:
-    """A new message with its recipients (as add_recipients adds them) and its topics (as
-    topics.add_message_topics), in one statement; its row as `by_id` reads it for its author
-    (`user_id`), without `readable`, plus `tag_names` (sorted as topics.of_messages sorts)."""
+    """A new message with its recipients (as add_recipients adds them) and its topics (upserted
+    by name as topics.upsert does, added as topics.add_message_topics), in one statement; its
+    row as `by_id` reads it for its author (`user_id`), without `readable`, plus `tag_names`
+    (sorted as topics.of_messages sorts)."""
     row = await conn.fetchrow(
         INSERT_FULL, community_id, user_id, group_id, external_system_id, title, body, html_body,
         action, verb, message_type, external_url, source, is_announcement, days_of_stickiness,
         shared_message_id, client_provided_guid, list(external_resource_ids), extensions,
-        *_recipient_arrays(recipients), list(topic_ids),
+        *_recipient_arrays(recipients), topics.distinct_names(topic_names),
     )
     assert row is not None
     return cast("NewMessageRow", row)

@@ -269,7 +269,8 @@ class Body:
 
     html: str
     mentions: list[Recipient]
-    topic_ids: list[int]
+    tags: list[str]  # the #tags' topic names (storage.topics.distinct_names)
+    topic_ids: list[int]  # empty when process_body was told not to write the topics
     resource_ids: list[int]
 
     @property
@@ -283,9 +284,12 @@ async def process_body(
     base: str,
     text: str,
     extra_urls: Sequence[str] = (),
+    *,
+    write_topics: bool = True,
 ) -> Body:
     """Resolve `@name` (a username, else a groupname whose content the author may read),
-    upsert `#tags` as topics and URLs as external resources, and render the html."""
+    upsert `#tags` as topics (unless `write_topics` is False: the caller's own statement does,
+    from Body.tags) and URLs as external resources, and render the html."""
     cid = viewer.community_id
     names = extract_mentions(text)
     user_rows, group_rows = await message_storage.mentionable(
@@ -311,10 +315,11 @@ async def process_body(
         else:
             mentions.append(Recipient(group_id=target.id, reason="mention"))
     html = render_html(text, base_url=base, mentions=targets)
-    topic_ids = await topic_storage.upsert(conn, cid, extract_hashtags(text), viewer.id)
+    tags = topic_storage.distinct_names(extract_hashtags(text))
+    topic_ids = await topic_storage.upsert(conn, cid, tags, viewer.id) if write_topics else []
     urls = [*extract_urls(text), *extra_urls]
     resource_ids = await message_storage.upsert_resources(conn, cid, urls)
-    return Body(html, mentions, topic_ids, resource_ids)
+    return Body(html, mentions, tags, topic_ids, resource_ids)
 
 
 # --- posting ---------------------------------------------------------------------------------
@@ -478,11 +483,12 @@ async def _post(w: Work, viewer: Viewer, base: str, new: NewMessage) -> Posted:
     await _check_shared(conn, viewer, new)
     addressed = await _addressed(conn, viewer, new)
     await check_text(conn, viewer.community_id, f"{title}\n{body}", field=_param(new, "body"))
-    processed = await process_body(conn, viewer, base, body, [url] if url else [])
+    processed = await process_body(conn, viewer, base, body, [url] if url else [],
+                                   write_topics=False)
     days = min(max(new.days_of_stickiness, 0), MAX_STICKINESS_DAYS) if announcement else 0
     recipients = [Recipient(group_id=group["id"], reason="group")] if group is not None else []
     recipients += [*processed.mentions, *addressed]
-    # the message, its recipients and its topics in one statement
+    # the message, its recipients and its topics (upserted) in one statement
     row = await message_storage.insert(
         conn, viewer.community_id, user_id=viewer.id,
         group_id=group["id"] if group is not None else None,
@@ -494,7 +500,7 @@ async def _post(w: Work, viewer: Viewer, base: str, new: NewMessage) -> Posted:
         shared_message_id=new.shared_message_id,
         client_provided_guid=new.client_provided_guid,
         external_resource_ids=processed.resource_ids, extensions=list(new.extensions),
-        recipients=recipients, topic_ids=processed.topic_ids,
+        recipients=recipients, topic_names=processed.tags,
     )
     message_id = row["id"]
     if new.poll_id is not None:

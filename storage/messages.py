@@ -18,11 +18,12 @@ from typing import Any, cast
 
 import asyncpg
 
-from storage import topics
+from storage import content_filters, topics
 from storage.db import Conn
 from storage.group_visibility import listed_sql, readable_sql
 from storage.groups import SHORT_COLUMNS as GROUP_SHORT_COLUMNS
-from storage.rows import MessageRow, NewMessageRow, ReadableMessageRow
+from storage.rows import MentionableUserRow, MessageRow, NewMessageRow, ReadableMessageRow
+from storage.users import BASIC
 
 STREAM_KINDS = ("home", "mentions", "bookmarked", "sent", "company")
 
@@ -219,13 +220,22 @@ WHERE g.community_id = $1 AND lower(g.groupname) = ANY($4::text[])
   AND {readable_sql("g", "$2", "$3")}
 """
 # Both at once: (kind 'user' | 'group', id, name).
+# The users and readable groups these names ($4, lower case) may mean: `kind`, `name`, then a
+# user's BASIC columns (a group: its id, the rest null).
+_NULLS = ", ".join(["NULL"] * BASIC.count(","))  # BASIC but its first column, id
 MENTIONABLE = f"""
-SELECT 'user' AS kind, u.id, u.username AS name FROM users u
+SELECT 'user' AS kind, u.username AS name, {BASIC} FROM users u
 WHERE u.community_id = $1 AND lower(u.username) = ANY($4::text[])
 UNION ALL
-SELECT 'group', g.id, g.groupname FROM groups g
+SELECT 'group', g.groupname, g.id, {_NULLS} FROM groups g
 WHERE g.community_id = $1 AND lower(g.groupname) = ANY($4::text[])
   AND {readable_sql("g", "$2", "$3")}
+"""
+# MENTIONABLE and the community's blocked words (kind 'word', in `name`): what a body needs to
+# know before it is written, in one query.
+BODY_LOOKUP = f"""{MENTIONABLE}
+UNION ALL
+SELECT 'word', w.word, NULL, {_NULLS} FROM ({content_filters.WORDS}) w
 """
 
 UPSERT_RESOURCES = """
@@ -780,17 +790,33 @@ async def mentionable_groups(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Mentionable:
+    """What @names may mean (each row with `id` and `name`; a user's has its BASIC columns),
+    and, when asked for, the community's blocked words."""
+
+    users: list[MentionableUserRow]
+    groups: list[asyncpg.Record]
+    words: list[str]
+
+
 async def mentionable(
-    conn: Conn, community_id: int, viewer_id: int, external: bool, names: Sequence[str]
-) -> tuple[list[asyncpg.Record], list[asyncpg.Record]]:
-    """mentionable_users and mentionable_groups in one query: (users, groups), each row with
-    `id` and `name`."""
-    if not names:
-        return [], []
+    conn: Conn, community_id: int, viewer_id: int, external: bool, names: Sequence[str],
+    *, words: bool = False,
+) -> Mentionable:
+    """mentionable_users and mentionable_groups in one query, with the blocked words
+    (content_filters.words) when `words`."""
+    if not names and not words:
+        return Mentionable([], [], [])
     rows = await conn.fetch(
-        MENTIONABLE, community_id, viewer_id, external, [n.lower() for n in names]
+        BODY_LOOKUP if words else MENTIONABLE,
+        community_id, viewer_id, external, [n.lower() for n in names],
     )
-    return [r for r in rows if r["kind"] == "user"], [r for r in rows if r["kind"] == "group"]
+    return Mentionable(
+        cast("list[MentionableUserRow]", [r for r in rows if r["kind"] == "user"]),
+        [r for r in rows if r["kind"] == "group"],
+        [r["name"] for r in rows if r["kind"] == "word"],
+    )
 
 
 async def upsert_resources(

@@ -16,7 +16,6 @@ import asyncpg
 
 from app.access import access_comment, access_message, may_comment, may_delete_comment
 from app.actions.attachments import claim_attachments, delete_blobs
-from app.actions.content_filters import check_text
 from app.actions.messages import attachments_of, process_body
 from app.actions.notifications import notify_new_comment
 from app.actions.work import work
@@ -149,8 +148,7 @@ async def create_comment(
         message = await access_message(conn, viewer, message_id)
         if not may_comment(viewer, message):
             raise Forbidden("This group is archived: nothing can be posted in it")
-        await check_text(conn, viewer.community_id, text, field="comment[text]")
-        body = await process_body(conn, viewer, base, text)
+        body = await process_body(conn, viewer, base, text, checked=text, field="comment[text]")
         comment_id = await comment_storage.insert(
             conn, viewer.community_id, message_id=message_id, user_id=viewer.id, text=text,
             html_body=body.html, external_resource_ids=body.resource_ids,
@@ -185,8 +183,8 @@ async def update_comment(
             return
         has_files = bool(await attachment_storage.for_subjects(conn, "comment", [comment_id]))
         value = _text(text, has_files)
-        await check_text(conn, viewer.community_id, value, field="comment[text]")
-        body = await process_body(conn, viewer, base, value)
+        body = await process_body(conn, viewer, base, value, checked=value,
+                                  field="comment[text]")
         await comment_storage.update(
             conn, viewer.community_id, comment_id, text=value, html_body=body.html,
             external_resource_ids=body.resource_ids,

@@ -659,7 +659,7 @@ async def insert(
         INSERT_FULL, community_id, user_id, group_id, external_system_id, title, body, html_body,
         action, verb, message_type, external_url, source, is_announcement, days_of_stickiness,
         shared_message_id, client_provided_guid, list(external_resource_ids), extensions,
-        *_recipient_arrays(recipients), topics.distinct_names(topic_names),
+        *recipient_arrays(recipients), topics.distinct_names(topic_names),
     )
     assert row is not None
     return cast("NewMessageRow", row)
@@ -713,11 +713,11 @@ async def add_recipients(
     if not recipients:
         return
     await conn.execute(
-        INSERT_RECIPIENTS, community_id, message_id, comment_id, *_recipient_arrays(recipients)
+        INSERT_RECIPIENTS, community_id, message_id, comment_id, *recipient_arrays(recipients)
     )
 
 
-def _recipient_arrays(recipients: Sequence[Recipient]) -> tuple[list[Any], ...]:
+def recipient_arrays(recipients: Sequence[Recipient]) -> tuple[list[Any], ...]:
     """User ids, group ids, reasons and positions: the aligned arrays of INSERT_RECIPIENTS."""
     return (
         [r.user_id for r in recipients], [r.group_id for r in recipients],

@@ -163,12 +163,6 @@ MESSAGE_SUBJECT = """
 SELECT id, user_id, group_id, title, body, message_type, is_announcement
 FROM messages WHERE community_id = $1 AND id = $2
 """
-COMMENT_SUBJECT = """
-SELECT c.id, c.user_id, c.text, c.message_id, m.title AS message_title,
-       m.user_id AS message_user_id
-FROM comments c JOIN messages m ON m.id = c.message_id
-WHERE c.community_id = $1 AND c.id = $2 AND c.message_id = $3
-"""
 # Who a new comment is a reply to: the message's author and everyone who commented on it.
 THREAD_PARTICIPANTS = """
 SELECT user_id FROM messages WHERE community_id = $1 AND id = $2
@@ -306,12 +300,6 @@ async def message_subject(
     conn: Conn, community_id: int, message_id: int
 ) -> asyncpg.Record | None:
     return await conn.fetchrow(MESSAGE_SUBJECT, community_id, message_id)
-
-
-async def comment_subject(
-    conn: Conn, community_id: int, message_id: int, comment_id: int
-) -> asyncpg.Record | None:
-    return await conn.fetchrow(COMMENT_SUBJECT, community_id, comment_id, message_id)
 
 
 async def thread_participants(conn: Conn, community_id: int, message_id: int) -> list[int]:

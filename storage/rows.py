@@ -172,6 +172,12 @@ class CommentRow(TypedDict):
     likes_count: int
 
 
+class NewCommentRow(CommentRow):
+    """storage.comments.INSERT: with its tags' names, sorted."""
+
+    tag_names: list[str]
+
+
 class ConversationRow(TypedDict):
     """storage.conversations._CONVERSATION."""
 

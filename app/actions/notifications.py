@@ -215,17 +215,17 @@ async def notify_new_comment(
     comment_id: int,
     author_id: int,
     mentioned_user_ids: Sequence[int],
+    *,
+    text: str,
+    message_title: str | None,
 ) -> list[NewEvent]:
-    """@mentions in the comment get at_mentions; the message's author and everyone else who
-    commented on it get replies."""
-    comment = await store.comment_subject(conn, community_id, message_id, comment_id)
-    if comment is None:
-        return []
-    path = comment_permalink("", message_id, comment["message_title"] or None, comment_id)
-    text = excerpt(comment["text"])
+    """@mentions in the comment (`text`, on the message titled `message_title`) get
+    at_mentions; the message's author and everyone else who commented on it get replies."""
+    path = comment_permalink("", message_id, message_title or None, comment_id)
+    excerpted = excerpt(text)
     mentioned = list(mentioned_user_ids)
     events = await notify_users(conn, community_id, author_id, mentioned, Subject(
-        "at_mentions", "mentioned", "Comment", comment_id, text, path,
+        "at_mentions", "mentioned", "Comment", comment_id, excerpted, path,
         message_id=message_id, comment_id=comment_id,
     ))
     taken = set(mentioned)
@@ -234,7 +234,7 @@ async def notify_new_comment(
         if u not in taken
     ]
     events += await notify_users(conn, community_id, author_id, participants, Subject(
-        "replies", "commented", "Comment", comment_id, text, path,
+        "replies", "commented", "Comment", comment_id, excerpted, path,
         message_id=message_id, comment_id=comment_id,
     ))
     return events

@@ -23,7 +23,11 @@ FULL_MESSAGE_STATEMENTS = 12
 # POST remark (12 before): the viewer, BEGIN, the membership under the conversation's lock, the
 # remark with its conversation's bookkeeping, its push jobs, the event, COMMIT.
 REMARK_STATEMENTS = 7
-COMMENT_STATEMENTS = 20
+# POST comment (21 before): the viewer, BEGIN, the message, the blocked words with the mentioned
+# names, the comment with its message's bump, recipients and topics, the thread's participants,
+# the notifications with their sender, their push jobs, the event, COMMIT; rendering reads
+# nothing (but a link's resource).
+COMMENT_STATEMENTS = 10
 LIKE_STATEMENTS = 8
 
 
@@ -86,6 +90,23 @@ async def test_post_remark_comment_like_statements(world: World, query_log: Quer
                                 json={"comment": {"text": "nice"}})
     assert resp.status == 201, resp.text
     assert len(query_log) <= COMMENT_STATEMENTS, show(query_log)
+    # rendered from what the posting wrote and read, as a later read renders it
+    resp = await admin.api.post(f"/api/messages/{message['id']}/comments", json={"comment": {
+        "text": f"thanks @{bob.username} #shipped https://example.com/notes"}})
+    assert resp.status == 201, resp.text
+    created = resp.json["comment"]
+    assert [t["name"] for t in created["tags"]] == ["shipped"]
+    assert [r["id"] for r in created["recipients"]] == [bob.id]
+    read = await admin.api.get(f"/api/messages/{message['id']}/comments/{created['id']}")
+    assert read.status == 200, read.text
+    assert created == read.json["comment"]
+    # its recipient and topic rows carry the thread's bumped last_interacted_at (docs/feed.md)
+    stamps = await world.pool.fetch(
+        "SELECT m.last_interacted_at AS m, r.last_interacted_at AS r FROM messages m "
+        "JOIN message_recipients r ON r.message_id = m.id WHERE r.comment_id = $1 "
+        "UNION ALL SELECT m.last_interacted_at, t.last_interacted_at FROM messages m "
+        "JOIN message_topics t ON t.message_id = m.id WHERE t.comment_id = $1", created["id"])
+    assert len(stamps) == 2 and all(row["r"] == row["m"] for row in stamps)
     query_log.reset()
     resp = await admin.api.post(f"/api/messages/{message['id']}/likes")
     assert resp.status == 201, resp.text

@@ -18,11 +18,18 @@ from typing import Any, cast
 
 import asyncpg
 
+from storage import content_filters, topics
 from storage.db import Conn
 from storage.group_visibility import listed_sql, readable_sql
 from storage.groups import SHORT_COLUMNS as GROUP_SHORT_COLUMNS
-from storage.rows import MessageExtrasRow, MessageRow, NewMessageRow, ReadableMessageRow
-from storage.users import MANAGER_FIELDS as EMBEDDED_USER_FIELDS
+from storage.rows import (
+    MentionableUserRow,
+    MessageExtrasRow,
+    MessageRow,
+    NewMessageRow,
+    ReadableMessageRow,
+)
+from storage.users import BASIC
 
 STREAM_KINDS = ("home", "mentions", "bookmarked", "sent", "company")
 
@@ -122,9 +129,10 @@ RETURNING id
 # answering the new message's full row (ROW: its counts are 0, the viewer is its author $2).
 # Their last_interacted_at is the message's, given here (migration 0012's trigger would read the
 # messages row again for each of them).
-# $19-$22 recipients as in INSERT_RECIPIENTS ($4-$7 there), $23 topic ids.
+# $19-$22 recipients as in INSERT_RECIPIENTS ($4-$7 there), $23 topic names (distinct,
+# normalized: topics.distinct_names), upserted here as topics.upsert does.
 INSERT_FULL = f"""
-WITH m AS (
+WITH tp AS ({topics.upsert_sql("$1", "$23", "$2")}), m AS (
 {INSERT.strip().removesuffix("RETURNING id")}RETURNING *
 ), r AS (
     INSERT INTO message_recipients (community_id, message_id, comment_id, user_id, group_id,
@@ -136,13 +144,12 @@ WITH m AS (
 ), t AS (
     INSERT INTO message_topics (community_id, message_id, comment_id, topic_id,
                                 last_interacted_at)
-    SELECT $1, m.id, NULL, t.id, m.last_interacted_at FROM m, unnest($23::bigint[]) AS t(id)
+    SELECT $1, m.id, NULL, tp.id, m.last_interacted_at FROM m, tp
     ON CONFLICT DO NOTHING
 )
 SELECT {ROW},
        -- its tags' names in the order topics.OF_MESSAGES reads them (the database's collation)
-       ARRAY(SELECT t.name FROM topics t WHERE t.id = ANY($23::bigint[]) ORDER BY t.name)
-           AS tag_names
+       ARRAY(SELECT tp.name FROM tp ORDER BY tp.name) AS tag_names
 FROM m LEFT JOIN groups g ON g.id = m.group_id
 """
 
@@ -219,19 +226,22 @@ WHERE g.community_id = $1 AND lower(g.groupname) = ANY($4::text[])
   AND {readable_sql("g", "$2", "$3")}
 """
 # Both at once: (kind 'user' | 'group', id, name).
-# A user's row also carries what the embedded forms of the user render (EmbeddedUserRow), so
-# that the message's 201 renders its mentioned users without reading them again (NULL in the
-# rows of groups).
-_EMBEDDED_USER_REST = [c for c in EMBEDDED_USER_FIELDS if c != "id"]
-_EMBEDDED_USER = ", ".join(f"u.{c}" for c in _EMBEDDED_USER_REST)
+# The users and readable groups these names ($4, lower case) may mean: `kind`, `name`, then a
+# user's BASIC columns (a group: its id, the rest null).
+_NULLS = ", ".join(["NULL"] * BASIC.count(","))  # BASIC but its first column, id
 MENTIONABLE = f"""
-SELECT 'user' AS kind, u.id, u.username AS name, {_EMBEDDED_USER} FROM users u
+SELECT 'user' AS kind, u.username AS name, {BASIC} FROM users u
 WHERE u.community_id = $1 AND lower(u.username) = ANY($4::text[])
 UNION ALL
-SELECT 'group', g.id, g.groupname, {", ".join("NULL" for _ in _EMBEDDED_USER_REST)}
-FROM groups g
+SELECT 'group', g.groupname, g.id, {_NULLS} FROM groups g
 WHERE g.community_id = $1 AND lower(g.groupname) = ANY($4::text[])
   AND {readable_sql("g", "$2", "$3")}
+"""
+# MENTIONABLE and the community's blocked words (kind 'word', in `name`): what a body needs to
+# know before it is written, in one query.
+BODY_LOOKUP = f"""{MENTIONABLE}
+UNION ALL
+SELECT 'word', w.word, NULL, {_NULLS} FROM ({content_filters.WORDS}) w
 """
 
 UPSERT_RESOURCES = """
@@ -677,16 +687,17 @@ async def insert(
     external_resource_ids: Sequence[int],
     extensions: list[Any],
     recipients: Sequence[Recipient] = (),
-    topic_ids: Sequence[int] = (),
+    topic_names: Sequence[str] = (),
 ) -> NewMessageRow:
-    """A new message with its recipients (as add_recipients adds them) and its topics (as
-    topics.add_message_topics), in one statement; its row as `by_id` reads it for its author
-    (`user_id`), without `readable`, plus `tag_names` (sorted as topics.of_messages sorts)."""
+    """A new message with its recipients (as add_recipients adds them) and its topics (upserted
+    by name as topics.upsert does, added as topics.add_message_topics), in one statement; its
+    row as `by_id` reads it for its author (`user_id`), without `readable`, plus `tag_names`
+    (sorted as topics.of_messages sorts)."""
     row = await conn.fetchrow(
         INSERT_FULL, community_id, user_id, group_id, external_system_id, title, body, html_body,
         action, verb, message_type, external_url, source, is_announcement, days_of_stickiness,
         shared_message_id, client_provided_guid, list(external_resource_ids), extensions,
-        *_recipient_arrays(recipients), list(topic_ids),
+        *recipient_arrays(recipients), topics.distinct_names(topic_names),
     )
     assert row is not None
     return cast("NewMessageRow", row)
@@ -740,11 +751,11 @@ async def add_recipients(
     if not recipients:
         return
     await conn.execute(
-        INSERT_RECIPIENTS, community_id, message_id, comment_id, *_recipient_arrays(recipients)
+        INSERT_RECIPIENTS, community_id, message_id, comment_id, *recipient_arrays(recipients)
     )
 
 
-def _recipient_arrays(recipients: Sequence[Recipient]) -> tuple[list[Any], ...]:
+def recipient_arrays(recipients: Sequence[Recipient]) -> tuple[list[Any], ...]:
     """User ids, group ids, reasons and positions: the aligned arrays of INSERT_RECIPIENTS."""
     return (
         [r.user_id for r in recipients], [r.group_id for r in recipients],
@@ -824,17 +835,33 @@ async def mentionable_groups(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Mentionable:
+    """What @names may mean (each row with `id` and `name`; a user's has its BASIC columns),
+    and, when asked for, the community's blocked words."""
+
+    users: list[MentionableUserRow]
+    groups: list[asyncpg.Record]
+    words: list[str]
+
+
 async def mentionable(
-    conn: Conn, community_id: int, viewer_id: int, external: bool, names: Sequence[str]
-) -> tuple[list[asyncpg.Record], list[asyncpg.Record]]:
-    """mentionable_users and mentionable_groups in one query: (users, groups), each row with
-    `id` and `name`; a user's row is also an EmbeddedUserRow."""
-    if not names:
-        return [], []
+    conn: Conn, community_id: int, viewer_id: int, external: bool, names: Sequence[str],
+    *, words: bool = False,
+) -> Mentionable:
+    """mentionable_users and mentionable_groups in one query, with the blocked words
+    (content_filters.words) when `words`."""
+    if not names and not words:
+        return Mentionable([], [], [])
     rows = await conn.fetch(
-        MENTIONABLE, community_id, viewer_id, external, [n.lower() for n in names]
+        BODY_LOOKUP if words else MENTIONABLE,
+        community_id, viewer_id, external, [n.lower() for n in names],
     )
-    return [r for r in rows if r["kind"] == "user"], [r for r in rows if r["kind"] == "group"]
+    return Mentionable(
+        cast("list[MentionableUserRow]", [r for r in rows if r["kind"] == "user"]),
+        [r for r in rows if r["kind"] == "group"],
+        [r["name"] for r in rows if r["kind"] == "word"],
+    )
 
 
 async def upsert_resources(

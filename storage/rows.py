@@ -44,6 +44,13 @@ class UserRow(EmbeddedUserRow):
     contact_info: dict[str, Any] | None
 
 
+class MentionableUserRow(UserRow):
+    """storage.messages.MENTIONABLE's user rows: BASIC with `kind` 'user' and `name`."""
+
+    kind: str
+    name: str
+
+
 class FullUserRow(UserRow):
     """storage.users.FULL: BASIC with follow counts, the manager and custom field values."""
 
@@ -183,6 +190,12 @@ class MessageExtrasRow(TypedDict):
     tag_names: list[str] | None
     poll_id: int | None
     has_attachments: bool
+
+
+class NewCommentRow(CommentRow):
+    """storage.comments.INSERT: with its tags' names, sorted."""
+
+    tag_names: list[str]
 
 
 class ConversationRow(TypedDict):

@@ -27,7 +27,7 @@ import asyncpg
 
 from app.access import access_message, may_comment, may_edit_message
 from app.actions.attachments import claim_attachments, delete_blobs
-from app.actions.content_filters import check_text
+from app.actions.content_filters import check_words
 from app.actions.notifications import notify_message_mentions, notify_new_message
 from app.actions.thanks_extensions import THANKS_MESSAGE_TYPE, thanks_extensions
 from app.actions.work import Work, work
@@ -50,7 +50,7 @@ from storage import users as user_storage
 from storage.blobs import BlobStore
 from storage.db import Conn, connection
 from storage.messages import MessageQuery, Recipient
-from storage.rows import EmbeddedUserRow, NewMessageRow
+from storage.rows import MentionableUserRow, NewMessageRow
 
 # What `message[message_type]` may say through the API (thanks and the like are made by their
 # own actions, which pass their type to create_message).
@@ -292,10 +292,10 @@ class Body:
 
     html: str
     mentions: list[Recipient]
-    topic_ids: list[int]
+    tags: list[str]  # the #tags' topic names (storage.topics.distinct_names)
+    topic_ids: list[int]  # empty when process_body was told not to write the topics
     resource_ids: list[int]
-    # the rows of the mentioned users (what their embedded forms render)
-    mentioned_users: list[EmbeddedUserRow] = field(default_factory=list)
+    users: list[MentionableUserRow]  # the users its @names may mean (BASIC rows)
 
     @property
     def mentioned_user_ids(self) -> list[int]:
@@ -308,14 +308,24 @@ async def process_body(
     base: str,
     text: str,
     extra_urls: Sequence[str] = (),
+    *,
+    checked: str | None = None,
+    field: str = "message[body]",
+    write_topics: bool = True,
 ) -> Body:
-    """Resolve `@name` (a username, else a groupname whose content the author may read),
-    upsert `#tags` as topics and URLs as external resources, and render the html."""
+    """Refuse `checked` (the whole text posted, e.g. title and body) when it contains a
+    blocked word (a 422 on `field`, as content_filters.check_text), resolve `@name` (a
+    username, else a groupname whose content the author may read), upsert `#tags` as topics
+    (unless `write_topics` is False: the caller's own statement does, from Body.tags) and URLs
+    as external resources, and render the html. The blocked words are read with the mentions."""
     cid = viewer.community_id
     names = extract_mentions(text)
-    user_rows, group_rows = await message_storage.mentionable(
-        conn, cid, viewer.id, viewer.is_external, names
+    found = await message_storage.mentionable(
+        conn, cid, viewer.id, viewer.is_external, names, words=bool(checked)
     )
+    if checked:
+        check_words(found.words, checked, field=field)
+    user_rows, group_rows = found.users, found.groups
     targets: dict[str, MentionTarget] = {}
     for g in group_rows:
         targets[g["name"].lower()] = MentionTarget(
@@ -336,10 +346,11 @@ async def process_body(
         else:
             mentions.append(Recipient(group_id=target.id, reason="mention"))
     html = render_html(text, base_url=base, mentions=targets)
-    topic_ids = await topic_storage.upsert(conn, cid, extract_hashtags(text), viewer.id)
+    tags = topic_storage.distinct_names(extract_hashtags(text))
+    topic_ids = await topic_storage.upsert(conn, cid, tags, viewer.id) if write_topics else []
     urls = [*extract_urls(text), *extra_urls]
     resource_ids = await message_storage.upsert_resources(conn, cid, urls)
-    return Body(html, mentions, topic_ids, resource_ids, list(user_rows))
+    return Body(html, mentions, tags, topic_ids, resource_ids, user_rows)
 
 
 # --- posting ---------------------------------------------------------------------------------
@@ -403,17 +414,14 @@ async def _check_group(
 
 async def _addressed(
     conn: asyncpg.Connection, viewer: Viewer, new: NewMessage
-) -> tuple[list[Recipient], list[EmbeddedUserRow]]:
+) -> list[Recipient]:
     """message[recipients]: names or ids of users of the community and of groups whose content
-    the poster may read; anything else is a 422. With the rows of the users addressed."""
+    the poster may read; anything else is a 422."""
     cid = viewer.community_id
     names = [n.strip().lstrip("@") for n in new.recipient_names if n.strip().lstrip("@")]
-    user_rows, group_rows = await message_storage.mentionable(
-        conn, cid, viewer.id, viewer.is_external, names
-    )
-    users = {u["name"].lower(): u["id"] for u in user_rows}
-    groups = {g["name"].lower(): g["id"] for g in group_rows}
-    rows: list[EmbeddedUserRow] = list(user_rows)
+    named = await message_storage.mentionable(conn, cid, viewer.id, viewer.is_external, names)
+    users = {u["name"].lower(): u["id"] for u in named.users}
+    groups = {g["name"].lower(): g["id"] for g in named.groups}
     out: list[Recipient] = []
     unknown: list[str] = []
     for name in names:
@@ -424,9 +432,7 @@ async def _addressed(
         else:
             unknown.append(name)
     if new.recipient_user_ids:
-        found_rows = await user_storage.embedded_by_ids(conn, cid, new.recipient_user_ids)
-        rows += found_rows
-        found = {u["id"] for u in found_rows}
+        found = {u["id"] for u in await user_storage.by_ids(conn, cid, new.recipient_user_ids)}
         unknown.extend(str(i) for i in new.recipient_user_ids if i not in found)
         out.extend(Recipient(user_id=i, reason="addressed")
                    for i in new.recipient_user_ids if i in found)
@@ -442,7 +448,7 @@ async def _addressed(
         raise Invalid.field(
             _param(new, "recipients"), f"names no user or group: {', '.join(unknown)}"
         )
-    return out, rows
+    return out
 
 
 async def _check_shared(
@@ -471,14 +477,13 @@ def _message_type(new: NewMessage) -> str:
 class Posted:
     """A message just posted, and what its author's rendering needs of what the posting already
     knows (so that the 201 reads nothing again): its row, its recipients as `recipients` would
-    read them, its tag names, its claimed attachments and the rows of the users it mentions or
-    addresses."""
+    read them, its tag names and its claimed attachments."""
 
     row: NewMessageRow
     recipients: list[dict[str, int | None]]
     tags: list[str]
     attachments: list[asyncpg.Record]
-    users: list[EmbeddedUserRow] = field(default_factory=list)
+    users: list[MentionableUserRow]  # users the posting read (those its @names may mean)
 
 
 async def insert_message(w: Work, viewer: Viewer, base: str, new: NewMessage) -> int:
@@ -506,13 +511,14 @@ async def _post(w: Work, viewer: Viewer, base: str, new: NewMessage) -> Posted:
     ):
         raise Invalid.field(_param(new, "poll_id"), "is not a poll of yours without a message")
     await _check_shared(conn, viewer, new)
-    addressed, addressed_users = await _addressed(conn, viewer, new)
-    await check_text(conn, viewer.community_id, f"{title}\n{body}", field=_param(new, "body"))
-    processed = await process_body(conn, viewer, base, body, [url] if url else [])
+    addressed = await _addressed(conn, viewer, new)
+    processed = await process_body(conn, viewer, base, body, [url] if url else [],
+                                   checked=f"{title}\n{body}", field=_param(new, "body"),
+                                   write_topics=False)
     days = min(max(new.days_of_stickiness, 0), MAX_STICKINESS_DAYS) if announcement else 0
     recipients = [Recipient(group_id=group["id"], reason="group")] if group is not None else []
     recipients += [*processed.mentions, *addressed]
-    # the message, its recipients and its topics in one statement
+    # the message, its recipients and its topics (upserted) in one statement
     row = await message_storage.insert(
         conn, viewer.community_id, user_id=viewer.id,
         group_id=group["id"] if group is not None else None,
@@ -524,7 +530,7 @@ async def _post(w: Work, viewer: Viewer, base: str, new: NewMessage) -> Posted:
         shared_message_id=new.shared_message_id,
         client_provided_guid=new.client_provided_guid,
         external_resource_ids=processed.resource_ids, extensions=list(new.extensions),
-        recipients=recipients, topic_ids=processed.topic_ids,
+        recipients=recipients, topic_names=processed.tags,
     )
     message_id = row["id"]
     if new.poll_id is not None:
@@ -541,7 +547,7 @@ async def _post(w: Work, viewer: Viewer, base: str, new: NewMessage) -> Posted:
     ))
     return Posted(
         row, message_storage.stored_recipients(recipients), list(row["tag_names"]),
-        sorted(attached, key=lambda a: a["id"]), [*processed.mentioned_users, *addressed_users],
+        sorted(attached, key=lambda a: a["id"]), processed.users,
     )
 
 
@@ -577,15 +583,17 @@ async def _posted_feed(conn: Conn, viewer: Viewer, posted: Posted, base: str) ->
     mid = row["id"]
     data = FeedData(base, viewer)
     wanted = {r["user_id"] for r in posted.recipients if r["user_id"] is not None}
-    # the mentioned and addressed users, read by the posting
-    users: list[EmbeddedUserRow] = list(posted.users)
-    wanted.difference_update(u["id"] for u in users)
     if viewer.row is not None:  # the author's row, read by the authentication
         wanted.discard(viewer.id)
-        users.append(viewer.row)
+        users = [viewer.row]
     else:  # system viewers carry no row
         wanted.add(viewer.id)
-    users += await user_storage.embedded_by_ids(conn, cid, list(wanted)) if wanted else []
+        users = []
+    for known in posted.users:  # the @mentioned, read with the mentions
+        if known["id"] in wanted:
+            wanted.discard(known["id"])
+            users.append(known)
+    users += await user_storage.by_ids(conn, cid, list(wanted)) if wanted else []
     group_ids = {r["group_id"] for r in posted.recipients if r["group_id"] is not None}
     if row["group_id"] is not None:
         group_ids.add(row["group_id"])
@@ -635,9 +643,9 @@ async def update_message(
         url = (changes.url.strip() or None) if changes.url is not None else row["external_url"]
         if not (body.strip() or title or url):
             raise Invalid.field("message[body]", "can't be blank")
-        await check_text(conn, viewer.community_id, f"{title}\n{body}")
         before = {r["user_id"] for r in await message_storage.recipients(conn, [message_id])}
-        processed = await process_body(conn, viewer, base, body, [url] if url else [])
+        processed = await process_body(conn, viewer, base, body, [url] if url else [],
+                                       checked=f"{title}\n{body}")
         await message_storage.update_content(
             conn, viewer.community_id, message_id, title=title, body=body,
             html_body=processed.html, external_url=url,

@@ -15,7 +15,7 @@ from app.context import Viewer
 from app.errors import Conflict, Forbidden, Invalid, NotFound
 from app.params import Page
 from app.passwords import Passwords
-from app.render.users import full_user
+from app.render.users import embedded_user, full_user
 from realtime.events import (
     CLOSE_CREDENTIALS_CHANGED,
     CLOSE_DEACTIVATED,
@@ -79,17 +79,27 @@ async def full_users(
     if rows and "custom_values" not in rows[0]:
         return await _full_users_loading(conn, viewer, rows, base)
     fields = users.MANAGER_FIELDS
+    # A page's rows are one snapshot, where a manager reads the same on every row: each is
+    # rendered once per page (a directory page often has one manager for most of its rows).
+    managers: dict[int, dict[str, Any]] = {}
     out = []
     for r in rows:
         manager = r["manager"]
+        rendered = None
+        if manager is not None:
+            rendered = managers.get(manager[_MANAGER_ID])
+            if rendered is None:
+                rendered = managers[manager[_MANAGER_ID]] = embedded_user(cast(
+                    EmbeddedUserRow, dict(zip(fields, manager, strict=True))), base)
         out.append(full_user(
-            r, base, viewer_id=viewer.id,
-            manager=(cast(EmbeddedUserRow, dict(zip(fields, manager, strict=True)))
-                     if manager is not None else None),
+            r, base, viewer_id=viewer.id, manager=rendered,
             custom_values=[{"id": i, "name": name, "value": value}
                            for i, name, value in r["custom_values"] or ()],
         ))
     return out
+
+
+_MANAGER_ID = users.MANAGER_FIELDS.index("id")
 
 
 async def _full_users_loading(
@@ -101,9 +111,10 @@ async def _full_users_loading(
     manager_ids = list({r["manager_id"] for r in rows if r["manager_id"] is not None})
     managers = {m["id"]: m for m in await users.by_ids(conn, viewer.community_id, manager_ids)}
     values = await users.custom_values(conn, [r["id"] for r in rows])
+    rendered = {m_id: embedded_user(m, base) for m_id, m in managers.items()}
     return [
         full_user(
-            r, base, viewer_id=viewer.id, manager=managers.get(r["manager_id"]),
+            r, base, viewer_id=viewer.id, manager=rendered.get(r["manager_id"]),
             custom_values=values.get(r["id"], ()),
         )
         for r in rows

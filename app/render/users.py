@@ -115,17 +115,18 @@ def full_user(
     base: str,
     *,
     viewer_id: int,
-    manager: EmbeddedUserRow | None,
+    manager: dict[str, Any] | None,
     custom_values: Sequence[Row],
 ) -> dict[str, Any]:
     """The 23 captured keys of the users index, search, followers, members (FULL row), then
-    first_name, last_name, out_of_office_on."""
+    first_name, last_name, out_of_office_on. `manager`: the manager's embedded_user, which
+    the rows of one page share."""
     followable = (
         row["id"] != viewer_id and row["state"] == "active" and not row["viewer_follows"]
     )
     out = {
         "contact_info": contact_info(row),
-        "manager": embedded_user(manager, base) if manager is not None else None,
+        "manager": manager,
         "custom_fields": custom_field_values(custom_values),
         "followable": followable,
         "contact_id": None,

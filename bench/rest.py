@@ -114,6 +114,9 @@ class Scenario:
     # sent with If-None-Match: the ETag the path answers with just before the run (a 304 is
     # then the expected answer; the floor answers 304 to any If-None-Match)
     conditional: bool = False
+    # authenticated by the session cookie POST /api/authentication issues (how web clients
+    # poll, and mobile ones should: docs/polling.md), instead of Basic
+    session: bool = False
 
 
 # Cheap polling (issue 13): a 304 costs at most this much server CPU per request.
@@ -148,6 +151,7 @@ TARGETS: dict[str, Target] = {
     "messages 304": Target(cpu_ms=NOT_MODIFIED_TARGET_MS),
     "notifications 304": Target(cpu_ms=NOT_MODIFIED_TARGET_MS),
     "userinfo 304": Target(cpu_ms=NOT_MODIFIED_TARGET_MS),
+    "userinfo 304, session": Target(cpu_ms=NOT_MODIFIED_TARGET_MS),
     "new message": Target(cpu_ms=0.8),
     "remark": Target(cpu_ms=0.6),
 }
@@ -166,6 +170,7 @@ SCENARIOS: list[Scenario] = [
     Scenario("messages 304", "GET", "/api/messages", conditional=True),
     Scenario("notifications 304", "GET", "/api/notifications", conditional=True),
     Scenario("userinfo 304", "GET", "/api/userinfo", conditional=True),
+    Scenario("userinfo 304, session", "GET", "/api/userinfo", conditional=True, session=True),
     Scenario("new message", "POST", "/api/messages",
              {"message": {"body": f"Shipping the #release today, thanks @{MENTIONED}!"}}),
 ]
@@ -565,6 +570,19 @@ async def load(
     return result
 
 
+async def session_headers(base: str) -> dict[str, str]:
+    """The admin's session cookie, from POST /api/authentication, as request headers."""
+    async with aiohttp.ClientSession() as session, session.post(
+        base + "/api/authentication", headers={"Host": DOMAIN},
+        json={"email": ADMIN_EMAIL, "password": ADMIN_PASSWORD},
+    ) as resp:
+        await resp.read()
+        if resp.status != 200 or "commons_session" not in resp.cookies:
+            raise RuntimeError(f"POST /api/authentication: {resp.status}, no session cookie")
+        cookie = resp.cookies["commons_session"].value
+    return {"Cookie": f"commons_session={cookie}", "Host": DOMAIN}
+
+
 async def etag_of(base: str, scenario: Scenario, headers: dict[str, str]) -> str:
     """The ETag `scenario`'s path answers with now."""
     async with aiohttp.ClientSession() as session, session.get(
@@ -873,9 +891,15 @@ async def run(args: argparse.Namespace) -> int:
                 await wait_until_up(many_base + "/api/openapi.json", spread)
             if not args.only or REMARK in args.only:
                 scenarios.append(await remark_scenario(base, headers, seeded["logins"][0]))
+            # the cookie is good on both servers (one secret key)
+            cookie = await session_headers(base) if any(s.session for s in scenarios) else {}
+
+            def headers_of(scenario: Scenario) -> dict[str, str]:
+                return cookie if scenario.session else headers
+
             answers: dict[tuple[str, str], tuple[int, str, bytes]] = {}
             for scenario in scenarios:
-                status, ctype, body = await record(base, scenario, headers)
+                status, ctype, body = await record(base, scenario, headers_of(scenario))
                 if not 200 <= status < 300:
                     raise RuntimeError(f"{scenario.name}: {status} {body[:300]!r}")
                 answers[(scenario.method, scenario.path.split("?")[0])] = (status, ctype, body)
@@ -891,20 +915,22 @@ async def run(args: argparse.Namespace) -> int:
                 spread_results: dict[str, Result] = {}
                 for scenario in scenarios:
                     # the server's current ETag, sent to the server and the floor alike
-                    tag = await etag_of(base, scenario, headers) if scenario.conditional \
-                        else None
-                    ours = await load(base, scenario, headers, args.concurrency, args.warmup,
-                                      args.seconds, server.pid, pg_dsn=dsn, if_none_match=tag)
-                    bare = await load(floor_base, scenario, headers, args.concurrency,
+                    tag = await etag_of(base, scenario, headers_of(scenario)) \
+                        if scenario.conditional else None
+                    ours = await load(base, scenario, headers_of(scenario), args.concurrency,
+                                      args.warmup, args.seconds, server.pid, pg_dsn=dsn,
+                                      if_none_match=tag)
+                    bare = await load(floor_base, scenario, headers_of(scenario), args.concurrency,
                                       args.warmup, args.seconds, floor.pid, if_none_match=tag)
                     size = 0 if tag else len(
                         answers[(scenario.method, scenario.path.split("?")[0])][2])
                     results.append((scenario, ours, bare, size))
                     if many:  # the same load on `serve --workers N`, right after
-                        tag = await etag_of(many_base, scenario, headers) \
+                        tag = await etag_of(many_base, scenario, headers_of(scenario)) \
                             if scenario.conditional else None
                         spread_results[scenario.name] = await load(
-                            many_base, scenario, headers, args.concurrency, args.warmup,
+                            many_base, scenario, headers_of(scenario), args.concurrency,
+                            args.warmup,
                             args.seconds, spread.pid, pg_dsn=dsn, if_none_match=tag, tree=True)
                 cold, warm = await auth_cost(base, seeded["logins"][: args.auth_samples],
                                              seeded["password"])

@@ -83,6 +83,11 @@ BY_SESSION = f"""
 SELECT {BASIC}, u.session_epoch, {versions.OF_USER} FROM users u
 WHERE u.community_id = $1 AND u.id = $2
 """
+# BY_SESSION of many users at once (storage.batch.Batcher: the sessions of concurrent requests)
+BY_SESSIONS = f"""
+SELECT {BASIC}, u.session_epoch, {versions.OF_USER} FROM users u
+WHERE u.community_id = $1 AND u.id = ANY($2::bigint[])
+"""
 NEXT_SESSION_EPOCH = """
 UPDATE users SET session_epoch = session_epoch + 1
 WHERE community_id = $1 AND id = $2 RETURNING session_epoch
@@ -221,6 +226,14 @@ async def by_id(conn: Conn, community_id: int, user_id: int) -> UserRow | None:
 
 async def by_session(conn: Conn, community_id: int, user_id: int) -> asyncpg.Record | None:
     return await conn.fetchrow(BY_SESSION, community_id, user_id)
+
+
+async def by_sessions(
+    conn: Conn, community_id: int, user_ids: Sequence[int]
+) -> dict[int, asyncpg.Record]:
+    """`by_session` for each of `user_ids`, in one query; ids of no user are absent."""
+    rows = await conn.fetch(BY_SESSIONS, community_id, list(user_ids))
+    return {row["id"]: row for row in rows}
 
 
 async def next_session_epoch(conn: Conn, community_id: int, user_id: int) -> int | None:

@@ -98,6 +98,12 @@ SELECT {BASIC} FROM users u
 WHERE u.community_id = $1 AND lower(u.email) = ANY($2::text[])
 """
 FULL_BY_ID = f"SELECT {FULL} FROM users u WHERE u.community_id = $1 AND u.id = $3"
+# The FULL rows of users as each sees themselves (the viewer of each row is its user: GET
+# /api/userinfo), many at once (storage.batch.Batcher); $2 the ids.
+FULL_SELVES = f"""
+SELECT {FULL.replace("$2", "u.id")} FROM users u
+WHERE u.community_id = $1 AND u.id = ANY($2::bigint[])
+"""
 FULL_BY_COMPANY_LOGIN = f"""
 SELECT {FULL} FROM users u WHERE u.community_id = $1 AND lower(u.company_login) = lower($3)
 """
@@ -262,6 +268,14 @@ async def full_by_id(
     return cast(
         "FullUserRow | None", await conn.fetchrow(FULL_BY_ID, community_id, viewer_id, user_id)
     )
+
+
+async def full_selves(
+    conn: Conn, community_id: int, user_ids: Sequence[int]
+) -> dict[int, FullUserRow]:
+    """`full_by_id` of each user as their own viewer, in one query; ids of no user are absent."""
+    rows = await conn.fetch(FULL_SELVES, community_id, list(user_ids))
+    return {row["id"]: cast("FullUserRow", row) for row in rows}
 
 
 async def full_by_company_login(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -23,8 +24,9 @@ from realtime.events import (
 )
 from realtime.hub import Hub
 from storage import custom_fields, memberships, users
+from storage.batch import Batcher, by_community
 from storage.db import Conn
-from storage.rows import EmbeddedUserRow
+from storage.rows import EmbeddedUserRow, FullUserRow
 
 PasswordCheck = Callable[[int, str], Awaitable[None]]
 """Confirms (user id, current password) or raises: 403 when wrong, 429 when throttled."""
@@ -130,6 +132,35 @@ async def full_user_row(conn: Conn, viewer: Viewer, user_id: int) -> asyncpg.Rec
     if row is None:
         raise NotFound("User not found")
     return row
+
+
+# GET /api/userinfo is what every client polls: the rows of the users asking in one turn of
+# the event loop are read by one query (storage.batch.Batcher), a batcher per pool.
+_OWN_ROWS: weakref.WeakKeyDictionary[
+    asyncpg.Pool, Batcher[tuple[int, int], FullUserRow]
+] = weakref.WeakKeyDictionary()
+
+
+async def own_full_row(pool: asyncpg.Pool, viewer: Viewer) -> asyncpg.Record:
+    """`full_user_row` of the viewer themselves, read together with other requests' own."""
+    reads = _OWN_ROWS.get(pool)
+    if reads is None:
+        held = weakref.ref(pool)
+
+        async def load(keys: list[tuple[int, int]]) -> dict[tuple[int, int], FullUserRow]:
+            conn = held()
+            assert conn is not None  # a batch runs while its requests hold the pool
+            found: dict[tuple[int, int], FullUserRow] = {}
+            for community_id, user_ids in by_community(keys).items():
+                rows = await users.full_selves(conn, community_id, user_ids)
+                found.update({(community_id, uid): row for uid, row in rows.items()})
+            return found
+
+        reads = _OWN_ROWS[pool] = Batcher(load)
+    row = await reads.get((viewer.community_id, viewer.id))
+    if row is None:
+        raise NotFound("User not found")
+    return cast(asyncpg.Record, row)
 
 
 async def full_user_by_company_login(conn: Conn, viewer: Viewer, login: str) -> asyncpg.Record:

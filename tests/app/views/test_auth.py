@@ -280,3 +280,26 @@ async def test_sessions_of_concurrent_requests_are_read_together_each_its_own(
     assert await asyncio.gather(*(me(uid) for uid in asked)) == asked
     session_reads = [q for q in query_log if "session_epoch" in q]
     assert 1 <= len(session_reads) < len(asked), len(session_reads)
+
+
+async def test_userinfo_of_concurrent_requests_is_read_together_each_its_own(
+    world: World, query_log: QueryLog
+) -> None:
+    """The users asking GET /api/userinfo in one turn of the event loop are read by one query
+    (app.actions.users.own_full_row); each gets their own profile, counts included."""
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    assert (await bob.api.post(f"/api/users/{admin.id}/followers")).status in (200, 201)
+    await asyncio.sleep(0.05)
+    query_log.reset()
+    members = [admin, bob] * 8
+    answers = await asyncio.gather(*(m.api.get("/api/userinfo") for m in members))
+    for member, resp in zip(members, answers, strict=True):
+        assert resp.status == 200
+        user = resp.json["user"]
+        assert user["id"] == member.id
+        assert (user["followers_count"], user["following_count"]) == (
+            (1, 0) if member is admin else (0, 1))
+        assert user["followable"] is False
+    profile_reads = [q for q in query_log if "followers_count" in q]
+    assert 1 <= len(profile_reads) < len(members)

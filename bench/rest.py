@@ -139,7 +139,7 @@ class Target:
                 cpu <= self.cpu_ms
         assert self.floor_ratio is not None
         ratio = ours.rps / bare.rps if bare.rps else float("nan")
-        return f"{ratio:.2f}x the floor's req/s (at least {self.floor_ratio}x)", \
+        return f"{ratio:.3f}x the floor's req/s (at least {self.floor_ratio}x)", \
             ratio >= self.floor_ratio
 
 

@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import multiprocessing
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -323,9 +324,10 @@ def profiling(servers: Servers, directory: Path | None, name: str) -> Any:
         yield
         return
     directory.mkdir(parents=True, exist_ok=True)
-    spy = Path(sys.executable).parent / "py-spy"
+    venv_spy = Path(sys.executable).parent / "py-spy"  # else one on PATH
+    spy = str(venv_spy) if venv_spy.exists() else shutil.which("py-spy") or "py-spy"
     recorder = subprocess.Popen(
-        [str(spy), "record", "--subprocesses", "--rate", "200", "--format", "raw",
+        [spy, "record", "--subprocesses", "--rate", "200", "--format", "raw",
          "-o", str(directory / f"{name}.txt"), "--pid", str(servers.processes[0].pid)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)

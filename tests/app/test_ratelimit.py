@@ -156,3 +156,21 @@ async def test_the_script_is_loaded_again_when_redis_lost_it(redis_url: str) -> 
         assert health.available()
     finally:
         await redis.aclose()
+
+
+async def test_a_batch_of_hits_and_reads_answers_each_in_its_order(redis_url: str) -> None:
+    redis = Redis.from_url(redis_url)
+    limiter = RedisRateLimiter(redis, f"t-{id(redis)}", RedisHealth())
+    try:
+        assert await limiter.hit("a", 1) is None  # a: 1
+        answers = await asyncio.gather(
+            limiter.peek("a", 1),  # at the limit: refused
+            limiter.hit("b", 1),  # b: 1
+            limiter.peek("b", 1),  # read after the hit before it in the batch: 1
+            limiter.hit("b", 1),  # b: 2, over
+            limiter.peek("c", 1),  # none
+            limiter.hit("a", 2, window=3600),  # another window's counter: 1
+        )
+        assert [a is not None for a in answers] == [True, False, True, True, False, False]
+    finally:
+        await redis.aclose()

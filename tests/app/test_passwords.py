@@ -21,7 +21,7 @@ from app.config import Settings
 from app.main import create_app
 from app.passwords import HASHES_AT_ONCE, Passwords, cache_key_from
 from app.resources import PASSWORDS
-from storage.credentials_cache import CredentialsCache
+from storage.credentials_cache import REMEMBER_SCRIPT, CredentialsCache
 from storage.redis import RedisHealth, redis_client
 from tests.conftest import TEST_ARGON2
 from tests.servers import RedisProcess
@@ -212,6 +212,7 @@ async def test_concurrent_new_entries_go_to_redis_as_one_write(
         return await real_evalsha(*args, **kwargs)
 
     redis.evalsha = evalsha  # type: ignore[method-assign]
+    await redis.script_load(REMEMBER_SCRIPT)  # a fresh Redis would answer NOSCRIPT first
     cold, _, cache = process(redis, prefix)
     stored = await cold.hash("pw")
     # as many verifications ending in the same turn of the event loop (a cold storm)

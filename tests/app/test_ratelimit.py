@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from app.config import Settings
 from app.main import create_app
 from app.passwords import Passwords
-from app.ratelimit import RedisRateLimiter
+from app.ratelimit import COUNT_SCRIPT, RedisRateLimiter
 from app.resources import POOL
 from storage.redis import RedisHealth
 from tests.servers import RedisProcess
@@ -110,6 +110,7 @@ async def test_concurrent_counts_go_to_redis_in_one_call(redis_url: str) -> None
 
     redis.evalsha = evalsha  # type: ignore[method-assign]
     limiter = RedisRateLimiter(redis, f"t-{id(redis)}", RedisHealth())
+    await redis.script_load(COUNT_SCRIPT)  # a fresh Redis would answer NOSCRIPT first
     try:
         hits = await asyncio.gather(*(limiter.hit("k", 10) for _ in range(25)),
                                     limiter.peek("other", 1))

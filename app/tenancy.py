@@ -2,7 +2,9 @@
 
 Exact domain matches are cached for a few seconds (communities are not renamed through the
 API); the single-community fallback is never cached, so adding a second community takes
-effect at once.
+effect at once. The requests that miss the cache in the same turn of the event loop (a fresh
+process, or an entry expiring under a reconnect storm) share one lookup per host
+(storage.batch.Batcher) instead of each running its own query.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import time
 import asyncpg
 
 from storage import communities
+from storage.batch import Batcher
 from storage.communities import Community
 
 TTL_SECONDS = 30.0
@@ -22,6 +25,15 @@ class CommunityResolver:
         self._pool = pool
         self._ttl = ttl
         self._cache: dict[str, tuple[float, Community]] = {}
+        self._lookups: Batcher[str, tuple[Community, bool]] = Batcher(self._load)
+
+    async def _load(self, hosts: list[str]) -> dict[str, tuple[Community, bool]]:
+        found: dict[str, tuple[Community, bool]] = {}
+        for host in hosts:  # the hosts of one turn: usually one
+            row = await communities.for_host(self._pool, host)
+            if row is not None:
+                found[host] = row
+        return found
 
     async def for_host(self, host: str) -> Community | None:
         key = host.lower()
@@ -29,7 +41,7 @@ class CommunityResolver:
         now = time.monotonic()
         if hit is not None and hit[0] > now:
             return hit[1]
-        found = await communities.for_host(self._pool, key)
+        found = await self._lookups.get(key)
         if found is None:
             return None
         community, exact = found

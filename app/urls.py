@@ -35,7 +35,12 @@ def comment_url(base: str, message_id: int, comment_id: int) -> str:
 
 
 def comment_permalink(base: str, message_id: int, title: str | None, comment_id: int) -> str:
-    return f"{base}/messages/{message_slug(message_id, title)}/comments/{comment_id}"
+    return f"{comment_permalinks(base, message_id, title)}{comment_id}"
+
+
+def comment_permalinks(base: str, message_id: int, title: str | None) -> str:
+    """What the permalinks of a message's comments start with (their id follows)."""
+    return f"{base}/messages/{message_slug(message_id, title)}/comments/"
 
 
 def topic_url(base: str, name: str) -> str:

@@ -21,7 +21,15 @@ What it does, in one run (about 30 s with the defaults on an idle machine):
    not counted, then `--seconds` of measurement. Reports requests per second, p50 and p99
    latency, the CPU time the server process spent per request (from /proc: less sensitive to
    other work on the machine than req/s), and the ratio of the server's req/s to the floor's.
-5. The cost of authentication: sequential requests to GET /api/userinfo as users whose
+   With `--workers N` (2 by default; 1 turns it off) every scenario also runs, right after,
+   on a second server started as `commons serve --workers N` (N processes on one port, with
+   Redis as a multi-process deployment needs it: `--redis-url`, keys under a prefix of their
+   own), not pinned; its req/s and CPU per request (all its processes) are printed beside one
+   worker's.
+5. Issue 13's targets, each with its figure and "met" or "missed" (TARGETS): CPU per request,
+   userinfo's ratio to its floor, and the SQL statements of one POST /api/messages, counted in
+   this process by the app's query observer (as tests/app/views/test_statement_counts.py does).
+6. The cost of authentication: sequential requests to GET /api/userinfo as users whose
    password the server has not verified yet (a full Argon2id verify at production cost: a cold
    credentials cache) and then again as the same users (warm cache).
 
@@ -106,10 +114,48 @@ class Scenario:
     # sent with If-None-Match: the ETag the path answers with just before the run (a 304 is
     # then the expected answer; the floor answers 304 to any If-None-Match)
     conditional: bool = False
+    # authenticated by the session cookie POST /api/authentication issues (how web clients
+    # poll, and mobile ones should: docs/polling.md), instead of Basic
+    session: bool = False
 
 
 # Cheap polling (issue 13): a 304 costs at most this much server CPU per request.
 NOT_MODIFIED_TARGET_MS = 0.15
+
+
+@dataclass(frozen=True)
+class Target:
+    """An issue-13 target of a scenario: server CPU per request at most `cpu_ms`, or req/s at
+    least `floor_ratio` times the floor's."""
+
+    cpu_ms: float | None = None
+    floor_ratio: float | None = None
+
+    def judge(self, ours: Result, bare: Result) -> tuple[str, bool]:
+        """(what was measured against what, met)."""
+        if self.cpu_ms is not None:
+            cpu = ours.cpu_ms_per_request
+            return f"server CPU {cpu:.3f} ms per request (at most {self.cpu_ms} ms)", \
+                cpu <= self.cpu_ms
+        assert self.floor_ratio is not None
+        ratio = ours.rps / bare.rps if bare.rps else float("nan")
+        return f"{ratio:.3f}x the floor's req/s (at least {self.floor_ratio}x)", \
+            ratio >= self.floor_ratio
+
+
+# Issue 13's REST targets, by scenario name (the statement count of POST message: below).
+TARGETS: dict[str, Target] = {
+    "users?per_page=20": Target(cpu_ms=0.25),
+    "userinfo": Target(floor_ratio=0.4),
+    "messages": Target(cpu_ms=1.0),
+    "messages 304": Target(cpu_ms=NOT_MODIFIED_TARGET_MS),
+    "notifications 304": Target(cpu_ms=NOT_MODIFIED_TARGET_MS),
+    "userinfo 304": Target(cpu_ms=NOT_MODIFIED_TARGET_MS),
+    "userinfo 304, session": Target(cpu_ms=NOT_MODIFIED_TARGET_MS),
+    "new message": Target(cpu_ms=0.8),
+    "remark": Target(cpu_ms=0.6),
+}
+POST_STATEMENTS_TARGET = 8  # SQL statements per POST /api/messages
 
 
 MENTIONED = "robin"  # a user the seed creates, @mentioned by the posting scenario
@@ -124,6 +170,7 @@ SCENARIOS: list[Scenario] = [
     Scenario("messages 304", "GET", "/api/messages", conditional=True),
     Scenario("notifications 304", "GET", "/api/notifications", conditional=True),
     Scenario("userinfo 304", "GET", "/api/userinfo", conditional=True),
+    Scenario("userinfo 304, session", "GET", "/api/userinfo", conditional=True, session=True),
     Scenario("new message", "POST", "/api/messages",
              {"message": {"body": f"Shipping the #release today, thanks @{MENTIONED}!"}}),
 ]
@@ -341,7 +388,11 @@ def pin(pid: int, cpu: int) -> bool:
 
 
 @contextlib.contextmanager
-def commons_server(dsn: str, port: int, data_dir: Path) -> Iterator[subprocess.Popen[bytes]]:
+def commons_server(
+    dsn: str, port: int, data_dir: Path, workers: int = 1, redis_url: str | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`commons serve`: one process without Redis, or `workers` processes (`serve --workers`,
+    which needs Redis: its rate limits, hub and shared credentials cache are there)."""
     env = {
         **os.environ,
         "DATABASE_URL": dsn,
@@ -351,9 +402,12 @@ def commons_server(dsn: str, port: int, data_dir: Path) -> Iterator[subprocess.P
         "COMMONS_LOG_LEVEL": "WARNING",
     }
     env.pop("REDIS_URL", None)
+    if redis_url is not None:
+        env["REDIS_URL"] = redis_url
+        env["COMMONS_REDIS_PREFIX"] = f"bench-{os.getpid()}-{port}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--no-bootstrap"],
+         "--no-bootstrap", "--workers", str(workers)],
         cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:
@@ -430,6 +484,19 @@ def cpu_time(pid: int | None) -> float | None:
         return None
 
 
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants (the worker processes of `serve --workers`), from /proc."""
+    pids, i = [pid], 0
+    while i < len(pids):
+        try:
+            pids += [int(c) for c in Path(
+                f"/proc/{pids[i]}/task/{pids[i]}/children").read_text().split()]
+        except (OSError, ValueError):
+            pass
+        i += 1
+    return pids
+
+
 def basic(login: str, password: str) -> str:
     return "Basic " + base64.b64encode(f"{login}:{password}".encode()).decode()
 
@@ -437,11 +504,12 @@ def basic(login: str, password: str) -> str:
 async def load(
     base: str, scenario: Scenario, headers: dict[str, str], concurrency: int,
     warmup: float, seconds: float, pid: int | None = None, pg_pids: list[int] | None = None,
-    pg_dsn: str | None = None, if_none_match: str | None = None,
+    pg_dsn: str | None = None, if_none_match: str | None = None, tree: bool = False,
 ) -> Result:
     """`pg_pids`: PostgreSQL backends to meter; `pg_dsn`: meter the backends of that database
     as they are after the warm-up (the server's pool grows on demand). With `if_none_match`
-    every request sends it, and every answer should be a 304."""
+    every request sends it, and every answer should be a 304. `tree`: the server's CPU is
+    that of `pid` and its child processes (`serve --workers`)."""
     result = Result()
     data = orjson.dumps(scenario.body) if scenario.body is not None else None
     req_headers = dict(headers)
@@ -483,13 +551,15 @@ async def load(
             await asyncio.sleep(max(0.0, measure_from - time.perf_counter()))
             if pg_dsn is not None:
                 pg_pids = await backend_pids(pg_dsn)
-            before = cpu_time(pid)
+            pids = [] if pid is None else process_tree(pid) if tree else [pid]
+            before = [cpu_time(p) for p in pids]
             pg_before = [cpu_time(p) for p in pg_pids or ()]
             await asyncio.sleep(max(0.0, end - time.perf_counter()))
-            after = cpu_time(pid)
+            after = [cpu_time(p) for p in pids]
             pg_after = [cpu_time(p) for p in pg_pids or ()]
-            if before is not None and after is not None:
-                result.cpu_seconds = after - before
+            if pids and None not in before and None not in after:
+                result.cpu_seconds = sum(
+                    (a or 0.0) - (b or 0.0) for a, b in zip(after, before, strict=True))
             if pg_pids:
                 result.pg_cpu_seconds = sum(
                     (a or 0.0) - (b or 0.0) for a, b in zip(pg_after, pg_before, strict=True)
@@ -498,6 +568,19 @@ async def load(
         await asyncio.gather(cpu_meter(), *(worker() for _ in range(concurrency)))
     result.seconds = seconds
     return result
+
+
+async def session_headers(base: str) -> dict[str, str]:
+    """The admin's session cookie, from POST /api/authentication, as request headers."""
+    async with aiohttp.ClientSession() as session, session.post(
+        base + "/api/authentication", headers={"Host": DOMAIN},
+        json={"email": ADMIN_EMAIL, "password": ADMIN_PASSWORD},
+    ) as resp:
+        await resp.read()
+        if resp.status != 200 or "commons_session" not in resp.cookies:
+            raise RuntimeError(f"POST /api/authentication: {resp.status}, no session cookie")
+        cookie = resp.cookies["commons_session"].value
+    return {"Cookie": f"commons_session={cookie}", "Host": DOMAIN}
 
 
 async def etag_of(base: str, scenario: Scenario, headers: dict[str, str]) -> str:
@@ -539,6 +622,35 @@ async def auth_cost(base: str, logins: list[str], password: str) -> tuple[list[f
                         raise RuntimeError(f"userinfo as {login}: {resp.status}")
                 bucket.append((time.perf_counter() - t0) * 1000)
     return cold, warm
+
+
+async def post_statements(dsn: str, data_dir: Path, bodies: dict[str, Any]) -> dict[str, int]:
+    """SQL statements PostgreSQL runs for one POST /api/messages of each body, counted as
+    tests/app/views/test_statement_counts.py counts them (BEGIN, COMMIT and the authentication
+    included): the app in this process, its pool observed. Each body is posted twice and the
+    second counted (the first pays one-time reads: the community by host, type codecs)."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from app.config import Settings
+    from app.main import create_app
+
+    statements: list[str] = []
+    settings = Settings(database_url=dsn, data_dir=data_dir, secret_key="bench",
+                        rate_limit_requests=10**9)
+    app = create_app(settings, query_observer=statements.append)
+    headers = {"Authorization": basic(ADMIN_EMAIL, ADMIN_PASSWORD), "Host": DOMAIN}
+    counts: dict[str, int] = {}
+    async with TestClient(TestServer(app)) as client:
+        for label, body in bodies.items():
+            for _ in range(2):
+                await asyncio.sleep(0.05)  # asyncpg reports statements on a later turn
+                statements.clear()
+                resp = await client.post("/api/messages", json=body, headers=headers)
+                if resp.status != 201:
+                    raise RuntimeError(f"POST /api/messages: {resp.status} {await resp.text()}")
+                await asyncio.sleep(0.05)
+                counts[label] = len(statements)
+    return counts
 
 
 # --- main -----------------------------------------------------------------------------------
@@ -763,16 +875,31 @@ async def run(args: argparse.Namespace) -> int:
         # cached). aiohttp sends this Host header as given.
         headers = {"Authorization": basic(ADMIN_EMAIL, ADMIN_PASSWORD), "Host": DOMAIN}
         data_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"commons-bench-{os.getpid()}"
-        with commons_server(dsn, port, data_dir) as server:
+        many = args.workers > 1
+        many_port = free_port()
+        many_base = f"http://127.0.0.1:{many_port}"
+        with contextlib.ExitStack() as servers:
+            server = servers.enter_context(commons_server(dsn, port, data_dir))
             await wait_until_up(base + "/api/openapi.json", server)
             if pinning:
                 pin(server.pid, 0)
                 pin(0, 1)
+            if many:  # not pinned: its processes take what the machine gives them
+                spread = servers.enter_context(commons_server(
+                    dsn, many_port, data_dir.with_name(data_dir.name + "-workers"),
+                    workers=args.workers, redis_url=args.redis_url))
+                await wait_until_up(many_base + "/api/openapi.json", spread)
             if not args.only or REMARK in args.only:
                 scenarios.append(await remark_scenario(base, headers, seeded["logins"][0]))
+            # the cookie is good on both servers (one secret key)
+            cookie = await session_headers(base) if any(s.session for s in scenarios) else {}
+
+            def headers_of(scenario: Scenario) -> dict[str, str]:
+                return cookie if scenario.session else headers
+
             answers: dict[tuple[str, str], tuple[int, str, bytes]] = {}
             for scenario in scenarios:
-                status, ctype, body = await record(base, scenario, headers)
+                status, ctype, body = await record(base, scenario, headers_of(scenario))
                 if not 200 <= status < 300:
                     raise RuntimeError(f"{scenario.name}: {status} {body[:300]!r}")
                 answers[(scenario.method, scenario.path.split("?")[0])] = (status, ctype, body)
@@ -785,21 +912,37 @@ async def run(args: argparse.Namespace) -> int:
                 if pinning and floor.pid:
                     pin(floor.pid, 0)
                 results: list[tuple[Scenario, Result, Result, int]] = []
+                spread_results: dict[str, Result] = {}
                 for scenario in scenarios:
                     # the server's current ETag, sent to the server and the floor alike
-                    tag = await etag_of(base, scenario, headers) if scenario.conditional \
-                        else None
-                    ours = await load(base, scenario, headers, args.concurrency, args.warmup,
-                                      args.seconds, server.pid, pg_dsn=dsn, if_none_match=tag)
-                    bare = await load(floor_base, scenario, headers, args.concurrency,
+                    tag = await etag_of(base, scenario, headers_of(scenario)) \
+                        if scenario.conditional else None
+                    ours = await load(base, scenario, headers_of(scenario), args.concurrency,
+                                      args.warmup, args.seconds, server.pid, pg_dsn=dsn,
+                                      if_none_match=tag)
+                    bare = await load(floor_base, scenario, headers_of(scenario), args.concurrency,
                                       args.warmup, args.seconds, floor.pid, if_none_match=tag)
                     size = 0 if tag else len(
                         answers[(scenario.method, scenario.path.split("?")[0])][2])
                     results.append((scenario, ours, bare, size))
+                    if many:  # the same load on `serve --workers N`, right after
+                        tag = await etag_of(many_base, scenario, headers_of(scenario)) \
+                            if scenario.conditional else None
+                        spread_results[scenario.name] = await load(
+                            many_base, scenario, headers_of(scenario), args.concurrency,
+                            args.warmup,
+                            args.seconds, spread.pid, pg_dsn=dsn, if_none_match=tag, tree=True)
                 cold, warm = await auth_cost(base, seeded["logins"][: args.auth_samples],
                                              seeded["password"])
             finally:
                 stop(floor)
+        statements: dict[str, int] = {}
+        if not args.only or "new message" in args.only:
+            statements = await post_statements(dsn, data_dir, {
+                "plain": {"message": {"body": "Shipping the release today"}},
+                "the bench's (an @mention and a #tag)":
+                    next(s.body for s in SCENARIOS if s.name == "new message"),
+            })
 
     print()
     print(f"Commons REST benchmark: {args.concurrency} concurrent keep-alive connections, "
@@ -824,15 +967,41 @@ async def run(args: argparse.Namespace) -> int:
           "span (PostgreSQL's share not included); steadier than req/s on a busy machine; "
           "pg cpu: PostgreSQL's (the bench database's backends) per request; "
           "304: with a matching If-None-Match")
+    if spread_results:
+        print()
+        print(f"One worker (pinned to CPU 0, no Redis) beside `serve --workers {args.workers}` "
+              "(not pinned; Redis for rate limits, hub and credentials cache), the same load "
+              "right after:")
+        widths = [22, 9, 8, 8, 10, 8, 8, 7]
+        print(row(["endpoint", "1w req/s", "1w cpu", "1w pg", f"{args.workers}w req/s",
+                   f"{args.workers}w cpu", f"{args.workers}w pg", "r/s x"], widths))
+        for scenario, ours, _, _ in results:
+            spread_result = spread_results[scenario.name]
+            print(row([f"{scenario.method} {scenario.name}", f"{ours.rps:.0f}",
+                       f"{ours.cpu_ms_per_request:.2f}", f"{ours.pg_cpu_ms_per_request:.2f}",
+                       f"{spread_result.rps:.0f}", f"{spread_result.cpu_ms_per_request:.2f}",
+                       f"{spread_result.pg_cpu_ms_per_request:.2f}",
+                       f"{spread_result.rps / ours.rps if ours.rps else float('nan'):.2f}"],
+                      widths))
+            if spread_result.errors:
+                print(f"  ! {args.workers} workers: {spread_result.errors} unexpected answers "
+                      f"{spread_result.statuses}")
+        print(f"cpu: all {args.workers} processes' CPU per request; on a 2-core machine they "
+              "share the cores with this client and PostgreSQL")
     print()
+    print("Issue 13's targets (server CPU per request of one worker, PostgreSQL's beside it):")
     for scenario, ours, bare, _ in results:
-        if scenario.conditional:
-            cpu = ours.cpu_ms_per_request
-            verdict = "met" if cpu <= NOT_MODIFIED_TARGET_MS else "missed"
-            print(f"target {scenario.method} {scenario.name}: server CPU {cpu:.3f} ms per request "
-                  f"(at most {NOT_MODIFIED_TARGET_MS} ms): {verdict}; floor "
-                  f"{bare.cpu_ms_per_request:.3f} ms, PostgreSQL "
-                  f"{ours.pg_cpu_ms_per_request:.3f} ms")
+        target = TARGETS.get(scenario.name)
+        if target is None:
+            continue
+        measured, met = target.judge(ours, bare)
+        print(f"target {scenario.method} {scenario.name}: {measured}: "
+              f"{'met' if met else 'missed'}; floor {bare.cpu_ms_per_request:.3f} ms, "
+              f"PostgreSQL {ours.pg_cpu_ms_per_request:.3f} ms")
+    for label, count in statements.items():
+        print(f"target POST new message, {label}: {count} SQL statements (at most "
+              f"{POST_STATEMENTS_TARGET}): "
+              f"{'met' if count <= POST_STATEMENTS_TARGET else 'missed'}")
     print()
     print(f"auth (GET /api/userinfo, sequential, {len(cold)} users): cold credentials cache "
           f"(full Argon2id verify) p50 {statistics.median(cold):.1f} ms, "
@@ -855,6 +1024,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="users whose first (cold) and second (warm) request are timed")
     parser.add_argument("--only", action="append", help="run only this scenario (repeatable)")
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="also run every scenario on `serve --workers N` (with Redis) and "
+                             "print its figures beside one worker's; 1: one worker only")
+    parser.add_argument("--redis-url", default=os.environ.get(
+                            "REDIS_URL", "redis://127.0.0.1:6379/0"),
+                        help="the Redis of `--workers N` (keys under a prefix of their own)")
     parser.add_argument("--scale", choices=["small", "large"],
                         help="the feed at scale instead (issue 14): small, or small and large "
                              "in one run with their ratio")

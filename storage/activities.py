@@ -22,6 +22,11 @@ u.username AS actor_username, u.avatar_id AS actor_avatar_id, u.state AS actor_s
 
 _FROM = "FROM conversation_activities a JOIN users u ON u.id = a.actor_id"
 
+# One statement writes an activity and what it changes besides its own row: the conversation's
+# latest activity and, for a remark (verb post), the conversation unhidden for the other members
+# and read by its author. A remark also returns `other_member_ids`, whom it is pushed to (the
+# members as this transaction sees them). A guid already used inserts nothing, changes nothing
+# and returns no row.
 # created_at is the insert time (not the transaction's start), so that activities written
 # one after another under the conversation's lock are also in time order.
 INSERT = f"""
@@ -32,8 +37,28 @@ WITH a AS (
     ON CONFLICT (conversation_id, actor_id, client_provided_guid)
         WHERE client_provided_guid IS NOT NULL DO NOTHING
     RETURNING a.*
+), touched AS (
+    UPDATE conversations c
+    SET latest_activity_id = greatest(coalesce(c.latest_activity_id, 0), a.id),
+        last_activity_at = greatest(c.last_activity_at, a.created_at)
+    FROM a WHERE c.id = a.conversation_id
+), unhidden AS (
+    UPDATE conversation_members m SET hidden = false FROM a
+    WHERE a.verb = 'post' AND m.conversation_id = a.conversation_id
+      AND m.user_id <> a.actor_id AND m.left_at IS NULL AND m.hidden
+), read_own AS (
+    UPDATE conversation_members m SET last_read_activity_id = a.id, hidden = false FROM a
+    WHERE a.verb = 'post' AND m.conversation_id = a.conversation_id
+      AND m.user_id = a.actor_id AND m.left_at IS NULL
 )
-SELECT {COLUMNS} FROM a JOIN users u ON u.id = a.actor_id
+SELECT {COLUMNS},
+    CASE WHEN a.verb = 'post' THEN ARRAY(
+        SELECT m.user_id FROM conversation_members m
+        WHERE m.conversation_id = a.conversation_id AND m.left_at IS NULL
+          AND m.user_id <> a.actor_id
+        ORDER BY m.user_id
+    ) END AS other_member_ids
+FROM a JOIN users u ON u.id = a.actor_id
 """
 
 BY_ID = f"SELECT {COLUMNS} {_FROM} WHERE a.conversation_id = $1 AND a.id = $2"
@@ -65,8 +90,10 @@ async def insert(
     client_provided_guid: str | None = None,
     shared_message_id: int | None = None,
 ) -> asyncpg.Record | None:
-    """The new activity (as every read returns it, with its actor's columns), in one
-    statement; None when the author already posted this guid here."""
+    """The new activity (as every read returns it, with its actor's columns, and for a remark
+    `other_member_ids`) with the conversation's bookkeeping, in one statement (INSERT); None
+    when the author already posted this guid here. Inside the transaction that holds the
+    conversation's row lock."""
     return await conn.fetchrow(
         INSERT, community_id, conversation_id, actor_id, verb, text, html, longitude, latitude,
         client_provided_guid, shared_message_id,

@@ -144,22 +144,6 @@ ORDER BY m.joined_at, u.id
 OFFSET $2 LIMIT $3
 """
 
-# A new activity: order the lists, count it unread for the other members (unhiding it for
-# those who hid it) when it is a remark, and mark it read for its author.
-TOUCH = """
-UPDATE conversations SET latest_activity_id = greatest(coalesce(latest_activity_id, 0), $2),
-    last_activity_at = greatest(last_activity_at, $3)
-WHERE id = $1
-"""
-UNHIDE_FOR_OTHERS = """
-UPDATE conversation_members SET hidden = false
-WHERE conversation_id = $1 AND user_id <> $2 AND left_at IS NULL AND hidden
-"""
-READ_OWN = """
-UPDATE conversation_members SET last_read_activity_id = $3, hidden = false
-WHERE conversation_id = $1 AND user_id = $2 AND left_at IS NULL
-"""
-
 ACKNOWLEDGE = """
 UPDATE conversation_members m SET
     last_read_activity_id = greatest(m.last_read_activity_id,
@@ -282,16 +266,6 @@ async def list_members(
     conn: Conn, conversation_id: int, offset: int, limit: int
 ) -> list[asyncpg.Record]:
     return await conn.fetch(LIST_MEMBERS, conversation_id, offset, limit)
-
-
-async def record_activity(
-    conn: asyncpg.Connection, conversation_id: int, activity: asyncpg.Record
-) -> None:
-    """Bookkeeping after inserting `activity` (an activities row)."""
-    await conn.execute(TOUCH, conversation_id, activity["id"], activity["created_at"])
-    if activity["verb"] == "post":
-        await conn.execute(UNHIDE_FOR_OTHERS, conversation_id, activity["actor_id"])
-        await conn.execute(READ_OWN, conversation_id, activity["actor_id"], activity["id"])
 
 
 async def acknowledge(conn: asyncpg.Connection, conversation_id: int, user_id: int) -> bool:

@@ -92,7 +92,7 @@ async def create_pool(
         server_settings={"application_name": "commons", "client_min_messages": "notice"},
         reset=None if reset_sessions else _rollback_only,
         timeout=connect_timeout, acquire_timeout=acquire_timeout,
-        outage=Outage("PostgreSQL"),
+        outage=Outage("PostgreSQL"), reset_waits_only_in_transaction=not reset_sessions,
         max_queries=50000, max_inactive_connection_lifetime=300.0, loop=None,
         connection_class=TrackedConnection, record_class=asyncpg.Record,
         # a Home page's statement grows with the viewer's groups (a branch each, about 200

@@ -18,10 +18,18 @@ from typing import Any, cast
 
 import asyncpg
 
+from storage import content_filters, topics
 from storage.db import Conn
 from storage.group_visibility import listed_sql, readable_sql
 from storage.groups import SHORT_COLUMNS as GROUP_SHORT_COLUMNS
-from storage.rows import MessageRow, NewMessageRow, ReadableMessageRow
+from storage.rows import (
+    MentionableUserRow,
+    MessageExtrasRow,
+    MessageRow,
+    NewMessageRow,
+    ReadableMessageRow,
+)
+from storage.users import BASIC
 
 STREAM_KINDS = ("home", "mentions", "bookmarked", "sent", "company")
 
@@ -121,9 +129,10 @@ RETURNING id
 # answering the new message's full row (ROW: its counts are 0, the viewer is its author $2).
 # Their last_interacted_at is the message's, given here (migration 0012's trigger would read the
 # messages row again for each of them).
-# $19-$22 recipients as in INSERT_RECIPIENTS ($4-$7 there), $23 topic ids.
+# $19-$22 recipients as in INSERT_RECIPIENTS ($4-$7 there), $23 topic names (distinct,
+# normalized: topics.distinct_names), upserted here as topics.upsert does.
 INSERT_FULL = f"""
-WITH m AS (
+WITH tp AS ({topics.upsert_sql("$1", "$23", "$2")}), m AS (
 {INSERT.strip().removesuffix("RETURNING id")}RETURNING *
 ), r AS (
     INSERT INTO message_recipients (community_id, message_id, comment_id, user_id, group_id,
@@ -135,13 +144,12 @@ WITH m AS (
 ), t AS (
     INSERT INTO message_topics (community_id, message_id, comment_id, topic_id,
                                 last_interacted_at)
-    SELECT $1, m.id, NULL, t.id, m.last_interacted_at FROM m, unnest($23::bigint[]) AS t(id)
+    SELECT $1, m.id, NULL, tp.id, m.last_interacted_at FROM m, tp
     ON CONFLICT DO NOTHING
 )
 SELECT {ROW},
        -- its tags' names in the order topics.OF_MESSAGES reads them (the database's collation)
-       ARRAY(SELECT t.name FROM topics t WHERE t.id = ANY($23::bigint[]) ORDER BY t.name)
-           AS tag_names
+       ARRAY(SELECT tp.name FROM tp ORDER BY tp.name) AS tag_names
 FROM m LEFT JOIN groups g ON g.id = m.group_id
 """
 
@@ -218,13 +226,22 @@ WHERE g.community_id = $1 AND lower(g.groupname) = ANY($4::text[])
   AND {readable_sql("g", "$2", "$3")}
 """
 # Both at once: (kind 'user' | 'group', id, name).
+# The users and readable groups these names ($4, lower case) may mean: `kind`, `name`, then a
+# user's BASIC columns (a group: its id, the rest null).
+_NULLS = ", ".join(["NULL"] * BASIC.count(","))  # BASIC but its first column, id
 MENTIONABLE = f"""
-SELECT 'user' AS kind, u.id, u.username AS name FROM users u
+SELECT 'user' AS kind, u.username AS name, {BASIC} FROM users u
 WHERE u.community_id = $1 AND lower(u.username) = ANY($4::text[])
 UNION ALL
-SELECT 'group', g.id, g.groupname FROM groups g
+SELECT 'group', g.groupname, g.id, {_NULLS} FROM groups g
 WHERE g.community_id = $1 AND lower(g.groupname) = ANY($4::text[])
   AND {readable_sql("g", "$2", "$3")}
+"""
+# MENTIONABLE and the community's blocked words (kind 'word', in `name`): what a body needs to
+# know before it is written, in one query.
+BODY_LOOKUP = f"""{MENTIONABLE}
+UNION ALL
+SELECT 'word', w.word, NULL, {_NULLS} FROM ({content_filters.WORDS}) w
 """
 
 UPSERT_RESOURCES = """
@@ -232,6 +249,38 @@ INSERT INTO external_resources AS r (community_id, url)
 SELECT $1, u.url FROM unnest($2::text[]) AS u(url)
 ON CONFLICT (community_id, url) DO UPDATE SET url = r.url
 RETURNING id, url
+"""
+
+# What the messages $1 show besides their rows, in one statement: their message-level
+# recipients (user and group ids, aligned, in RECIPIENTS' order), tags (by name, as
+# topics.of_messages sorts them), poll ids and whether they have attachments (load_feed skips
+# the polls and attachments queries when none has any). Only the messages with any of these,
+# NULL for what they lack. Set-based: each table is read once for the page.
+EXTRAS = """
+WITH r AS (
+    SELECT r.message_id, array_agg(r.user_id ORDER BY r.position, r.id) AS user_ids,
+           array_agg(r.group_id ORDER BY r.position, r.id) AS group_ids
+    FROM message_recipients r
+    WHERE r.message_id = ANY($1::bigint[]) AND r.comment_id IS NULL
+    GROUP BY r.message_id
+), t AS (
+    SELECT mt.message_id, array_agg(t.name ORDER BY t.name) AS names
+    FROM message_topics mt JOIN topics t ON t.id = mt.topic_id
+    WHERE mt.message_id = ANY($1::bigint[]) AND mt.comment_id IS NULL
+    GROUP BY mt.message_id
+), p AS (
+    SELECT p.message_id, p.id FROM polls p WHERE p.message_id = ANY($1::bigint[])
+), a AS (
+    SELECT DISTINCT a.subject_id AS message_id FROM attachments a
+    WHERE a.subject_type = 'message' AND a.subject_id = ANY($1::bigint[])
+)
+SELECT m.id, r.user_ids AS recipient_user_ids, r.group_ids AS recipient_group_ids,
+       t.names AS tag_names, p.id AS poll_id, a.message_id IS NOT NULL AS has_attachments
+FROM unnest($1::bigint[]) AS m(id)
+LEFT JOIN r ON r.message_id = m.id LEFT JOIN t ON t.message_id = m.id
+LEFT JOIN p ON p.message_id = m.id LEFT JOIN a ON a.message_id = m.id
+WHERE r.message_id IS NOT NULL OR t.message_id IS NOT NULL OR p.id IS NOT NULL
+   OR a.message_id IS NOT NULL
 """
 RESOURCES = """
 SELECT id, url, title, description, resource_type, oembed FROM external_resources
@@ -638,16 +687,17 @@ async def insert(
     external_resource_ids: Sequence[int],
     extensions: list[Any],
     recipients: Sequence[Recipient] = (),
-    topic_ids: Sequence[int] = (),
+    topic_names: Sequence[str] = (),
 ) -> NewMessageRow:
-    """A new message with its recipients (as add_recipients adds them) and its topics (as
-    topics.add_message_topics), in one statement; its row as `by_id` reads it for its author
-    (`user_id`), without `readable`, plus `tag_names` (sorted as topics.of_messages sorts)."""
+    """A new message with its recipients (as add_recipients adds them) and its topics (upserted
+    by name as topics.upsert does, added as topics.add_message_topics), in one statement; its
+    row as `by_id` reads it for its author (`user_id`), without `readable`, plus `tag_names`
+    (sorted as topics.of_messages sorts)."""
     row = await conn.fetchrow(
         INSERT_FULL, community_id, user_id, group_id, external_system_id, title, body, html_body,
         action, verb, message_type, external_url, source, is_announcement, days_of_stickiness,
         shared_message_id, client_provided_guid, list(external_resource_ids), extensions,
-        *_recipient_arrays(recipients), list(topic_ids),
+        *recipient_arrays(recipients), topics.distinct_names(topic_names),
     )
     assert row is not None
     return cast("NewMessageRow", row)
@@ -701,11 +751,11 @@ async def add_recipients(
     if not recipients:
         return
     await conn.execute(
-        INSERT_RECIPIENTS, community_id, message_id, comment_id, *_recipient_arrays(recipients)
+        INSERT_RECIPIENTS, community_id, message_id, comment_id, *recipient_arrays(recipients)
     )
 
 
-def _recipient_arrays(recipients: Sequence[Recipient]) -> tuple[list[Any], ...]:
+def recipient_arrays(recipients: Sequence[Recipient]) -> tuple[list[Any], ...]:
     """User ids, group ids, reasons and positions: the aligned arrays of INSERT_RECIPIENTS."""
     return (
         [r.user_id for r in recipients], [r.group_id for r in recipients],
@@ -734,6 +784,13 @@ async def clear_comment_recipients(conn: asyncpg.Connection, comment_id: int) ->
 async def recipients(conn: Conn, message_ids: Sequence[int]) -> list[asyncpg.Record]:
     """Message-level recipients of these messages, in order."""
     return await conn.fetch(RECIPIENTS, list(message_ids))
+
+
+async def extras(conn: Conn, message_ids: Sequence[int]) -> list[MessageExtrasRow]:
+    """EXTRAS of these messages (a row for each that has any)."""
+    if not message_ids:
+        return []
+    return cast("list[MessageExtrasRow]", await conn.fetch(EXTRAS, list(message_ids)))
 
 
 async def comment_recipients(
@@ -778,17 +835,33 @@ async def mentionable_groups(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Mentionable:
+    """What @names may mean (each row with `id` and `name`; a user's has its BASIC columns),
+    and, when asked for, the community's blocked words."""
+
+    users: list[MentionableUserRow]
+    groups: list[asyncpg.Record]
+    words: list[str]
+
+
 async def mentionable(
-    conn: Conn, community_id: int, viewer_id: int, external: bool, names: Sequence[str]
-) -> tuple[list[asyncpg.Record], list[asyncpg.Record]]:
-    """mentionable_users and mentionable_groups in one query: (users, groups), each row with
-    `id` and `name`."""
-    if not names:
-        return [], []
+    conn: Conn, community_id: int, viewer_id: int, external: bool, names: Sequence[str],
+    *, words: bool = False,
+) -> Mentionable:
+    """mentionable_users and mentionable_groups in one query, with the blocked words
+    (content_filters.words) when `words`."""
+    if not names and not words:
+        return Mentionable([], [], [])
     rows = await conn.fetch(
-        MENTIONABLE, community_id, viewer_id, external, [n.lower() for n in names]
+        BODY_LOOKUP if words else MENTIONABLE,
+        community_id, viewer_id, external, [n.lower() for n in names],
     )
-    return [r for r in rows if r["kind"] == "user"], [r for r in rows if r["kind"] == "group"]
+    return Mentionable(
+        cast("list[MentionableUserRow]", [r for r in rows if r["kind"] == "user"]),
+        [r for r in rows if r["kind"] == "group"],
+        [r["name"] for r in rows if r["kind"] == "word"],
+    )
 
 
 async def upsert_resources(

@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 import asyncpg
 
 from storage import conversations as conversation_store
 from storage import messages
 from storage.db import Conn
+from storage.rows import UserRow
 from storage.users import BASIC
 
 # the eight kinds of notification (spec "Notifications"); request models validate with Filter
@@ -59,23 +60,47 @@ SELECT $1, u.id, $2, $4, $5, $6, $7, $8, $9, $10, $11, $12
 FROM users u
 """
 
+# What announcing new notifications needs once (app.actions.notifications): the community's
+# base URL and name, and the sender's BASIC columns, prefixed `sender_` (null when no user sent
+# them). The inserts below return it on their first row only (by user id), so that a broadcast
+# to a whole community does not carry it 10,000 times, and need no second statement for it.
+_BASIC_NAMES = [c.strip().removeprefix("u.") for c in BASIC.split(",")]
+SENDER_PREFIX = "sender_"
+_CONTEXT = f"""
+SELECT c.base_url AS context_base_url, c.name AS context_community_name,
+       {", ".join(f"u.{c} AS {SENDER_PREFIX}{c}" for c in _BASIC_NAMES)}
+FROM communities c LEFT JOIN users u ON u.community_id = c.id AND u.id = $2
+WHERE c.id = $1
+"""
+
+
+def _inserting(where: str) -> str:
+    """The notifications of the users `where` selects, returned by user id, the first row with
+    _CONTEXT's columns."""
+    return f"""
+WITH n AS ({_INSERT_HEAD}
+    {where}
+    ORDER BY u.id
+    RETURNING {RETURNING}
+), context AS ({_CONTEXT})
+SELECT n.*, context.* FROM n LEFT JOIN context ON n.user_id = (SELECT min(user_id) FROM n)
+ORDER BY n.user_id
+"""
+
+
 # $3: the recipients' ids. $10 (message_id) null: not about a message, nothing to check.
-INSERT_FOR_USERS = f"""{_INSERT_HEAD}
+INSERT_FOR_USERS = _inserting(f"""
 WHERE u.community_id = $1 AND u.id = ANY($3::bigint[]) AND u.state = 'active'
   AND u.id IS DISTINCT FROM $2
   AND ($10::bigint IS NULL OR {READABLE_BY_RECIPIENT})
-ORDER BY u.id
-RETURNING {RETURNING}
-"""
+""")
 
 # Everyone in the community who may read message $10, except the sender and the ids in $3.
-INSERT_FOR_READERS = f"""{_INSERT_HEAD}
+INSERT_FOR_READERS = _inserting(f"""
 WHERE u.community_id = $1 AND u.state = 'active' AND u.id IS DISTINCT FROM $2
   AND NOT (u.id = ANY($3::bigint[]))
   AND {READABLE_BY_RECIPIENT}
-ORDER BY u.id
-RETURNING {RETURNING}
-"""
+""")
 
 COUNTS = """
 SELECT count(*)::int AS total, count(*) FILTER (WHERE NOT read)::int AS unread
@@ -133,23 +158,10 @@ def badge_of(community: str, user: str) -> str:
 UNREAD_COUNT = f"SELECT {unread_of('$1', '$2')}"
 BADGE = f"SELECT {badge_of('$1', '$2')}"
 
-# The sender (absent: null columns) and the community's base URL, in one query.
-SENDER_AND_BASE = f"""
-SELECT c.base_url, c.name AS community_name, {BASIC}
-FROM communities c LEFT JOIN users u ON u.community_id = c.id AND u.id = $2
-WHERE c.id = $1
-"""
-
 # What notifications about a message or a comment need of it (re-read after commit).
 MESSAGE_SUBJECT = """
 SELECT id, user_id, group_id, title, body, message_type, is_announcement
 FROM messages WHERE community_id = $1 AND id = $2
-"""
-COMMENT_SUBJECT = """
-SELECT c.id, c.user_id, c.text, c.message_id, m.title AS message_title,
-       m.user_id AS message_user_id
-FROM comments c JOIN messages m ON m.id = c.message_id
-WHERE c.community_id = $1 AND c.id = $2 AND c.message_id = $3
 """
 # Who a new comment is a reply to: the message's author and everyone who commented on it.
 THREAD_PARTICIPANTS = """
@@ -197,7 +209,8 @@ async def insert_for_users(
     subject: Subject,
 ) -> list[asyncpg.Record]:
     """One notification for each of `user_ids` who is an active user of the community, not the
-    sender and, when the subject is a message, may read it. The rows made, by user id."""
+    sender and, when the subject is a message, may read it. The rows made, by user id (their
+    Context: context_of)."""
     if not user_ids:
         return []
     return await conn.fetch(
@@ -213,7 +226,8 @@ async def insert_for_readers(
     exclude: Sequence[int] = (),
 ) -> list[asyncpg.Record]:
     """One notification for every active user who may read the subject's message (an
-    announcement), except the sender and `exclude`: one statement for the whole community."""
+    announcement), except the sender and `exclude`: one statement for the whole community.
+    The rows made, by user id (their Context: context_of)."""
     assert subject.message_id is not None
     return await conn.fetch(
         INSERT_FOR_READERS, community_id, sender_id, list(exclude), *_args(subject)
@@ -264,24 +278,28 @@ async def badge(conn: Conn, community_id: int, user_id: int) -> int:
     return int(await conn.fetchval(BADGE, community_id, user_id))
 
 
-async def sender_and_base(
-    conn: Conn, community_id: int, sender_id: int | None
-) -> asyncpg.Record | None:
-    """base_url, community_name and the sender's BASIC columns (all null when there is no such
-    user); None when the community does not exist."""
-    return await conn.fetchrow(SENDER_AND_BASE, community_id, sender_id)
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What the first row of an insert carries (_CONTEXT)."""
+
+    base_url: str
+    community_name: str
+    sender: UserRow | None  # the sender's BASIC columns; None: no user sent them
+
+
+def context_of(rows: Sequence[asyncpg.Record]) -> Context:
+    """The Context of insert_for_users' or insert_for_readers' rows (at least one)."""
+    first = rows[0]
+    sender: UserRow | None = None
+    if first[f"{SENDER_PREFIX}id"] is not None:
+        sender = cast("UserRow", {c: first[f"{SENDER_PREFIX}{c}"] for c in _BASIC_NAMES})
+    return Context(first["context_base_url"], first["context_community_name"], sender)
 
 
 async def message_subject(
     conn: Conn, community_id: int, message_id: int
 ) -> asyncpg.Record | None:
     return await conn.fetchrow(MESSAGE_SUBJECT, community_id, message_id)
-
-
-async def comment_subject(
-    conn: Conn, community_id: int, message_id: int, comment_id: int
-) -> asyncpg.Record | None:
-    return await conn.fetchrow(COMMENT_SUBJECT, community_id, comment_id, message_id)
 
 
 async def thread_participants(conn: Conn, community_id: int, message_id: int) -> list[int]:

@@ -44,6 +44,13 @@ class UserRow(EmbeddedUserRow):
     contact_info: dict[str, Any] | None
 
 
+class MentionableUserRow(UserRow):
+    """storage.messages.MENTIONABLE's user rows: BASIC with `kind` 'user' and `name`."""
+
+    kind: str
+    name: str
+
+
 class FullUserRow(UserRow):
     """storage.users.FULL: BASIC with follow counts, the manager and custom field values."""
 
@@ -163,6 +170,32 @@ class CommentRow(TypedDict):
     created_at: datetime
     updated_at: datetime
     likes_count: int
+
+
+class LatestCommentRow(CommentRow):
+    """storage.comments.LATEST_OF_MESSAGES: with its recipients, tags and attachments' flag."""
+
+    recipient_user_ids: list[int | None] | None
+    recipient_group_ids: list[int | None] | None
+    tag_names: list[str] | None
+    has_attachments: bool
+
+
+class MessageExtrasRow(TypedDict):
+    """storage.messages.EXTRAS."""
+
+    id: int
+    recipient_user_ids: list[int | None] | None
+    recipient_group_ids: list[int | None] | None
+    tag_names: list[str] | None
+    poll_id: int | None
+    has_attachments: bool
+
+
+class NewCommentRow(CommentRow):
+    """storage.comments.INSERT: with its tags' names, sorted."""
+
+    tag_names: list[str]
 
 
 class ConversationRow(TypedDict):

@@ -11,12 +11,18 @@ import asyncpg
 
 from storage.db import Conn
 
-UPSERT = """
+
+def upsert_sql(community: str, names: str, creator: str) -> str:
+    """The topics of these names (created when new): `id, name`, over three SQL expressions."""
+    return f"""
 INSERT INTO topics AS t (community_id, name, creator_id)
-SELECT $1, n.name, $3 FROM unnest($2::text[]) AS n(name)
+SELECT {community}, n.name, {creator} FROM unnest({names}::text[]) AS n(name)
 ON CONFLICT (community_id, name) DO UPDATE SET name = t.name
 RETURNING id, name
 """
+
+
+UPSERT = upsert_sql("$1", "$2", "$3")
 
 # Topics used in a message body (comment_id NULL) or in a comment.
 ADD_TO_MESSAGE = """
@@ -45,11 +51,16 @@ def normalize(name: str) -> str:
     return name.strip().lstrip("#").lower()
 
 
+def distinct_names(names: Sequence[str]) -> list[str]:
+    """The topic names of these hashtags, normalized, each once, in order."""
+    return list(dict.fromkeys(n for n in (normalize(x) for x in names) if n))
+
+
 async def upsert(
     conn: asyncpg.Connection, community_id: int, names: Sequence[str], creator_id: int | None
 ) -> list[int]:
     """Ids of these topics (created when new), in the names' order."""
-    distinct = list(dict.fromkeys(n for n in (normalize(x) for x in names) if n))
+    distinct = distinct_names(names)
     if not distinct:
         return []
     rows = await conn.fetch(UPSERT, community_id, distinct, creator_id)

@@ -15,7 +15,7 @@ import asyncpg
 from storage import versions
 from storage.db import Conn
 from storage.names import first_free
-from storage.rows import FullUserRow, UserRow
+from storage.rows import EmbeddedUserRow, FullUserRow, UserRow
 
 # Columns needed to render any form of a user (embedded, like, recipient, compact).
 BASIC = """
@@ -83,16 +83,33 @@ BY_SESSION = f"""
 SELECT {BASIC}, u.session_epoch, {versions.OF_USER} FROM users u
 WHERE u.community_id = $1 AND u.id = $2
 """
+# BY_SESSION of many users at once (storage.batch.Batcher: the sessions of concurrent requests)
+BY_SESSIONS = f"""
+SELECT {BASIC}, u.session_epoch, {versions.OF_USER} FROM users u
+WHERE u.community_id = $1 AND u.id = ANY($2::bigint[])
+"""
 NEXT_SESSION_EPOCH = """
 UPDATE users SET session_epoch = session_epoch + 1
 WHERE community_id = $1 AND id = $2 RETURNING session_epoch
 """
 BY_IDS = f"SELECT {BASIC} FROM users u WHERE u.community_id = $1 AND u.id = ANY($2::bigint[])"
+# Only what the embedded forms read (EmbeddedUserRow): a page of messages shows a hundred users
+# or more, and BASIC's other columns (contact_info's json above all) cost decoding (issue 13).
+EMBEDDED_BY_IDS = f"""
+SELECT {", ".join("u." + c for c in MANAGER_FIELDS)} FROM users u
+WHERE u.community_id = $1 AND u.id = ANY($2::bigint[])
+"""
 BY_EMAILS = f"""
 SELECT {BASIC} FROM users u
 WHERE u.community_id = $1 AND lower(u.email) = ANY($2::text[])
 """
 FULL_BY_ID = f"SELECT {FULL} FROM users u WHERE u.community_id = $1 AND u.id = $3"
+# The FULL rows of users as each sees themselves (the viewer of each row is its user: GET
+# /api/userinfo), many at once (storage.batch.Batcher); $2 the ids.
+FULL_SELVES = f"""
+SELECT {FULL.replace("$2", "u.id")} FROM users u
+WHERE u.community_id = $1 AND u.id = ANY($2::bigint[])
+"""
 FULL_BY_COMPANY_LOGIN = f"""
 SELECT {FULL} FROM users u WHERE u.community_id = $1 AND lower(u.company_login) = lower($3)
 """
@@ -223,6 +240,14 @@ async def by_session(conn: Conn, community_id: int, user_id: int) -> asyncpg.Rec
     return await conn.fetchrow(BY_SESSION, community_id, user_id)
 
 
+async def by_sessions(
+    conn: Conn, community_id: int, user_ids: Sequence[int]
+) -> dict[int, asyncpg.Record]:
+    """`by_session` for each of `user_ids`, in one query; ids of no user are absent."""
+    rows = await conn.fetch(BY_SESSIONS, community_id, list(user_ids))
+    return {row["id"]: row for row in rows}
+
+
 async def next_session_epoch(conn: Conn, community_id: int, user_id: int) -> int | None:
     """End every session of the user issued so far; the new epoch (None: no such user)."""
     value: int | None = await conn.fetchval(NEXT_SESSION_EPOCH, community_id, user_id)
@@ -233,6 +258,15 @@ async def by_ids(conn: Conn, community_id: int, ids: Sequence[int]) -> list[User
     if not ids:
         return []
     return cast("list[UserRow]", await conn.fetch(BY_IDS, community_id, list(ids)))
+
+
+async def embedded_by_ids(
+    conn: Conn, community_id: int, ids: Sequence[int]
+) -> list[EmbeddedUserRow]:
+    """The rows the embedded forms of these users are rendered from (EMBEDDED_BY_IDS)."""
+    if not ids:
+        return []
+    return cast("list[EmbeddedUserRow]", await conn.fetch(EMBEDDED_BY_IDS, community_id, list(ids)))
 
 
 async def by_emails(
@@ -249,6 +283,14 @@ async def full_by_id(
     return cast(
         "FullUserRow | None", await conn.fetchrow(FULL_BY_ID, community_id, viewer_id, user_id)
     )
+
+
+async def full_selves(
+    conn: Conn, community_id: int, user_ids: Sequence[int]
+) -> dict[int, FullUserRow]:
+    """`full_by_id` of each user as their own viewer, in one query; ids of no user are absent."""
+    rows = await conn.fetch(FULL_SELVES, community_id, list(user_ids))
+    return {row["id"]: cast("FullUserRow", row) for row in rows}
 
 
 async def full_by_company_login(

@@ -16,12 +16,12 @@ import asyncpg
 
 from app.access import access_comment, access_message, may_comment, may_delete_comment
 from app.actions.attachments import claim_attachments, delete_blobs
-from app.actions.content_filters import check_text
 from app.actions.messages import attachments_of, process_body
 from app.actions.notifications import notify_new_comment
-from app.actions.work import work
+from app.actions.work import Work, work
 from app.context import Viewer
 from app.errors import Forbidden, Invalid, NotFound
+from app.render.attachments import attachments_and_media_files
 from app.render.comments import comment
 from app.render.feed import FeedData
 from realtime.hub import Hub
@@ -33,6 +33,7 @@ from storage import topics as topic_storage
 from storage import users as user_storage
 from storage.blobs import BlobStore
 from storage.db import Conn
+from storage.rows import MentionableUserRow, NewCommentRow
 
 MAX_TEXT = 50_000
 
@@ -139,35 +140,98 @@ class NewComment:
     attachment_ids: Sequence[int] = ()
 
 
+@dataclass
+class PostedComment:
+    """A comment just posted, and what its author's rendering needs of what the posting
+    already knows (so that the 201 reads only what it did not)."""
+
+    message: asyncpg.Record  # as access_message read it
+    row: NewCommentRow
+    recipients: list[dict[str, int | None]]
+    attachments: list[asyncpg.Record]
+    users: list[MentionableUserRow]  # those its @names may mean
+
+
 async def create_comment(
     pool: asyncpg.Pool, viewer: Viewer, base: str, message_id: int, new: NewComment,
     hub: Hub | None = None,
 ) -> int:
-    text = _text(new.text, bool(new.attachment_ids))
+    """Comment in its own unit of work (its events published with `hub`); the comment's id."""
     async with work(pool, hub, viewer.community_id) as w:
-        conn = w.conn
-        message = await access_message(conn, viewer, message_id)
-        if not may_comment(viewer, message):
-            raise Forbidden("This group is archived: nothing can be posted in it")
-        await check_text(conn, viewer.community_id, text, field="comment[text]")
-        body = await process_body(conn, viewer, base, text)
-        comment_id = await comment_storage.insert(
-            conn, viewer.community_id, message_id=message_id, user_id=viewer.id, text=text,
-            html_body=body.html, external_resource_ids=body.resource_ids,
-        )
-        await message_storage.add_recipients(
-            conn, viewer.community_id, message_id, body.mentions, comment_id=comment_id
-        )
-        await topic_storage.set_message_topics(
-            conn, viewer.community_id, message_id, body.topic_ids, comment_id=comment_id
-        )
-        if new.attachment_ids:
-            await claim_attachments(conn, viewer, new.attachment_ids, "comment", comment_id)
-        await message_storage.touch(conn, viewer.community_id, message_id)
-        w.emit(*await notify_new_comment(
-            conn, viewer.community_id, message_id, comment_id, viewer.id, body.mentioned_user_ids
-        ))
-    return comment_id
+        posted = await _post(w.conn, w, viewer, base, message_id, new)
+    return posted.row["id"]
+
+
+async def create_and_render(
+    pool: asyncpg.Pool, viewer: Viewer, base: str, message_id: int, new: NewComment,
+    hub: Hub | None = None,
+) -> dict[str, Any]:
+    """POST /api/messages/:id/comments: the comment rendered for its author from what the
+    posting wrote and read, as messages.create_and_render answers a message (likes made
+    after the commit are not part of the answer)."""
+    async with work(pool, hub, viewer.community_id) as w:
+        posted = await _post(w.conn, w, viewer, base, message_id, new)
+    return comment(posted.row, posted.message, await _posted_data(pool, viewer, posted, base))
+
+
+async def _post(
+    conn: asyncpg.Connection, w: Work, viewer: Viewer, base: str, message_id: int,
+    new: NewComment,
+) -> PostedComment:
+    text = _text(new.text, bool(new.attachment_ids))
+    message = await access_message(conn, viewer, message_id)
+    if not may_comment(viewer, message):
+        raise Forbidden("This group is archived: nothing can be posted in it")
+    body = await process_body(conn, viewer, base, text, checked=text, field="comment[text]",
+                              write_topics=False)
+    row = await comment_storage.insert(
+        conn, viewer.community_id, message_id=message_id, user_id=viewer.id, text=text,
+        html_body=body.html, external_resource_ids=body.resource_ids,
+        recipients=body.mentions, topic_names=body.tags,
+    )
+    if row is None:  # deleted since it was read
+        raise NotFound("Message not found")
+    attached: list[asyncpg.Record] = []
+    if new.attachment_ids:
+        attached = await claim_attachments(conn, viewer, new.attachment_ids, "comment", row["id"])
+    w.emit(*await notify_new_comment(
+        conn, viewer.community_id, message_id, row["id"], viewer.id, body.mentioned_user_ids,
+        text=text, message_title=message["title"],
+    ))
+    return PostedComment(
+        message, row, message_storage.stored_recipients(body.mentions),
+        sorted(attached, key=lambda a: a["id"]), body.users,
+    )
+
+
+async def _posted_data(conn: Conn, viewer: Viewer, posted: PostedComment, base: str) -> FeedData:
+    """load_comments of a comment just posted, reading only what the posting does not know:
+    its links, the users and groups it names that were not read with its mentions (none
+    usually), and the author when the viewer carries no row."""
+    cid, row = viewer.community_id, posted.row
+    data = FeedData(base, viewer)
+    known = {u["id"]: u for u in posted.users}
+    if viewer.row is not None:  # the author's row, read by the authentication
+        known[viewer.id] = viewer.row
+    wanted = {r["user_id"] for r in posted.recipients if r["user_id"] is not None}
+    wanted.add(viewer.id)
+    missing = wanted - set(known)
+    users = [*known.values(), *await user_storage.by_ids(conn, cid, list(missing))] \
+        if missing else list(known.values())
+    data.users = {u["id"]: u for u in users}
+    group_ids = [r["group_id"] for r in posted.recipients if r["group_id"] is not None]
+    if group_ids:
+        groups = await message_storage.groups(conn, cid, viewer.id, viewer.is_external, group_ids)
+        data.groups = {g["id"]: g for g in groups}
+    resources = await message_storage.resources(conn, cid, row["external_resource_ids"] or [])
+    data.resources = {r["id"]: r for r in resources}
+    data.comment_recipients = {row["id"]: list(posted.recipients)}
+    data.comment_tags = {row["id"]: list(row["tag_names"])} if row["tag_names"] else {}
+    if posted.attachments:
+        rendered, files = attachments_and_media_files(posted.attachments, base)
+        data.attachments = {("comment", row["id"]): rendered}
+        data.media_files = {("comment", row["id"]): files}
+    return data
 
 
 async def update_comment(
@@ -185,8 +249,8 @@ async def update_comment(
             return
         has_files = bool(await attachment_storage.for_subjects(conn, "comment", [comment_id]))
         value = _text(text, has_files)
-        await check_text(conn, viewer.community_id, value, field="comment[text]")
-        body = await process_body(conn, viewer, base, value)
+        body = await process_body(conn, viewer, base, value, checked=value,
+                                  field="comment[text]")
         await comment_storage.update(
             conn, viewer.community_id, comment_id, text=value, html_body=body.html,
             external_resource_ids=body.resource_ids,

@@ -6,7 +6,8 @@ in a text: "darn" blocks "Darn it" and "DARN!", not "darning".
 
 `check_text(conn, community_id, text)` is what the posting paths call (messages, comments,
 thanks) inside their transaction: it raises a 422 naming the field when the text contains a
-blocked word, and runs one query.
+blocked word, and runs one query. Bodies with @mentions and #tags (messages, comments) read the
+words with their mentions instead (app.actions.messages.process_body, `check_words`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,12 @@ async def check_text(
     """Refuse (422 on `field`) a text containing a word the community blocks."""
     if not text:
         return
-    found = blocked_words(await content_filters.words(conn, community_id), text)
+    check_words(await content_filters.words(conn, community_id), text, field=field)
+
+
+def check_words(words: Iterable[str], text: str, *, field: str) -> None:
+    """check_text with the community's blocked words already read."""
+    found = blocked_words(words, text)
     if found:
         quoted = ", ".join(f'"{w}"' for w in found)
         raise Invalid.field(

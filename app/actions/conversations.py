@@ -213,7 +213,6 @@ async def rename_conversation(
             w.conn, viewer.community_id, conversation_id, viewer.id, "update", text=new_name
         )
         assert stored is not None
-        await conversations.record_activity(w.conn, conversation_id, stored)
         w.emit(await _summary_event(w.conn, viewer, conversation_id, "conversation.updated", base))
 
 
@@ -240,7 +239,6 @@ async def add_members(
                     w.conn, viewer.community_id, conversation_id, uid, "join"
                 )
                 assert stored is not None
-                await conversations.record_activity(w.conn, conversation_id, stored)
             await _rekey(w.conn, conversation_id)
             # subscribe first, so that the new members also receive what follows
             w.emit(*(
@@ -276,7 +274,6 @@ async def leave_conversation(
             w.conn, viewer.community_id, conversation_id, viewer.id, "leave"
         )
         assert stored is not None
-        await conversations.record_activity(w.conn, conversation_id, stored)
         await conversations.remove_member(w.conn, conversation_id, viewer.id)
         await _rekey(w.conn, conversation_id)
         w.emit(NewEvent(conversation_channel(conversation_id), "conversation.member_removed",

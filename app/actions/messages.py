@@ -27,7 +27,7 @@ import asyncpg
 
 from app.access import access_message, may_comment, may_edit_message
 from app.actions.attachments import claim_attachments, delete_blobs
-from app.actions.content_filters import check_text
+from app.actions.content_filters import check_words
 from app.actions.notifications import notify_message_mentions, notify_new_message
 from app.actions.thanks_extensions import THANKS_MESSAGE_TYPE, thanks_extensions
 from app.actions.work import Work, work
@@ -50,7 +50,7 @@ from storage import users as user_storage
 from storage.blobs import BlobStore
 from storage.db import Conn, connection
 from storage.messages import MessageQuery, Recipient
-from storage.rows import NewMessageRow
+from storage.rows import MentionableUserRow, NewMessageRow
 
 # What `message[message_type]` may say through the API (thanks and the like are made by their
 # own actions, which pass their type to create_message).
@@ -109,12 +109,13 @@ async def load_feed(
     limits: Limits = Limits(),
 ) -> FeedData:
     """Everything the messages `rows` show, whatever their number: one query each for shared
-    messages, comments, likes (of messages and comments), recipients and tags (of messages,
-    and of comments when there are any), users, groups,
-    external resources, attachments (of messages and comments at once), and polls; then the
-    thanks announcements among them (app.actions.thanks_extensions: four queries when there
-    are thanks messages). The queries whose list of ids is empty are not run (no shared
-    message, no link, no group, no thanks...)."""
+    messages, comments (with their recipients, tags and whether they have attachments), likes
+    (of messages and comments), the messages' extras (recipients, tags, poll ids, whether they
+    have attachments), users, groups, external resources, attachments (of messages and
+    comments at once) and polls; then the thanks announcements among them
+    (app.actions.thanks_extensions: four queries when there are thanks messages). The queries
+    with nothing to read are not run (no shared message, no link, no group, no attachment, no
+    poll, no thanks...)."""
     data = FeedData(base, viewer)
     if not rows:
         return data
@@ -135,36 +136,48 @@ async def load_feed(
         conn, viewer.id, ids, comment_ids,
         per_message=limits.likes, per_comment=limits.comment_likes,
     )
-    recipients = await message_storage.recipients(conn, every_ids)
-    # whom each comment addresses and its tags (no query without comments)
-    comment_recipients = await message_storage.comment_recipients(
-        conn, [c["message_id"] for c in comments], comment_ids
-    )
-    comment_tags = await topic_storage.of_comments(
-        conn, [c["message_id"] for c in comments], comment_ids
-    )
+    extras = await message_storage.extras(conn, every_ids)
+
     user_ids = {r["user_id"] for r in every}
     user_ids.update(c["user_id"] for c in comments)
     user_ids.update(lk["user_id"] for lk in likes)
-    user_ids.update(r["user_id"] for r in recipients if r["user_id"] is not None)
-    user_ids.update(r["user_id"] for r in comment_recipients if r["user_id"] is not None)
     group_ids = {r["group_id"] for r in every if r["group_id"] is not None}
-    group_ids.update(r["group_id"] for r in recipients if r["group_id"] is not None)
-    group_ids.update(r["group_id"] for r in comment_recipients if r["group_id"] is not None)
+    # whom each message and comment addresses: (user_id, group_id) rows as render_recipients
+    # reads them
+    recipients: dict[int, list[dict[str, int | None]]] = {}
+    tags: dict[int, list[str]] = {}
+    for e in extras:
+        if e["recipient_user_ids"]:
+            recipients[e["id"]] = _recipient_rows(
+                e["recipient_user_ids"], e["recipient_group_ids"] or (), user_ids, group_ids)
+        if e["tag_names"]:
+            tags[e["id"]] = e["tag_names"]
+    comment_recipients: dict[int, list[dict[str, int | None]]] = {}
+    comment_tags: dict[int, list[str]] = {}
+    for c in comments:
+        if c["recipient_user_ids"]:
+            comment_recipients[c["id"]] = _recipient_rows(
+                c["recipient_user_ids"], c["recipient_group_ids"] or (), user_ids, group_ids)
+        if c["tag_names"]:
+            comment_tags[c["id"]] = c["tag_names"]
     resource_ids = {i for r in every for i in r["external_resource_ids"] or ()}
     resource_ids.update(i for c in comments for i in c["external_resource_ids"] or ())
 
-    users = await user_storage.by_ids(conn, cid, list(user_ids))
+    users = await user_storage.embedded_by_ids(conn, cid, list(user_ids))
     groups = await message_storage.groups(conn, cid, viewer.id, viewer.is_external,
                                           list(group_ids))
-    tags = await topic_storage.of_messages(conn, every_ids)
     resources = await message_storage.resources(conn, cid, list(resource_ids))
     attachments: Rendered = {}
     media: Rendered = {}
-    found = await attachment_storage.for_messages_and_comments(conn, every_ids, comment_ids)
+    found = await attachment_storage.for_messages_and_comments(
+        conn, [e["id"] for e in extras if e["has_attachments"]],
+        [c["id"] for c in comments if c["has_attachments"]],
+    )
     for subject, attachment_rows in found.items():
         attachments[subject], media[subject] = attachments_and_media_files(attachment_rows, base)
-    polls = await poll_storage.of_messages(conn, cid, viewer.id, every_ids)
+    poll_message_ids = [e["id"] for e in extras if e["poll_id"] is not None]
+    polls = (await poll_storage.of_messages(conn, cid, viewer.id, poll_message_ids)
+             if poll_message_ids else [])
     # only thanks messages have a thanks row (the thanks action posts them with this type)
     extensions = await thanks_extensions(
         conn, cid, [r["id"] for r in every if r["message_type"] == THANKS_MESSAGE_TYPE], base
@@ -172,14 +185,8 @@ async def load_feed(
 
     data.users = {u["id"]: u for u in users}
     data.groups = {g["id"]: g for g in groups}
-    by_message: dict[int, list[asyncpg.Record]] = {}
-    for r in recipients:
-        by_message.setdefault(r["message_id"], []).append(r)
-    data.recipients = by_message
-    by_comment: dict[int, list[asyncpg.Record]] = {}
-    for r in comment_recipients:
-        by_comment.setdefault(r["comment_id"], []).append(r)
-    data.comment_recipients = by_comment
+    data.recipients = recipients
+    data.comment_recipients = comment_recipients
     data.comment_tags = comment_tags
     data.tags = tags
     data.resources = {r["id"]: r for r in resources}
@@ -197,6 +204,22 @@ async def load_feed(
     data.shared = {s["id"]: s for s in shared}
     data.extensions = extensions
     return data
+
+
+def _recipient_rows(
+    user_ids: Sequence[int | None], group_ids: Sequence[int | None],
+    all_users: set[int], all_groups: set[int],
+) -> list[dict[str, int | None]]:
+    """Aligned recipient ids as rows of user_id and group_id; adds their users and groups to
+    what the page reads."""
+    out: list[dict[str, int | None]] = []
+    for user_id, group_id in zip(user_ids, group_ids, strict=True):
+        if user_id is not None:
+            all_users.add(user_id)
+        elif group_id is not None:
+            all_groups.add(group_id)
+        out.append({"user_id": user_id, "group_id": group_id})
+    return out
 
 
 async def render_messages(
@@ -269,8 +292,10 @@ class Body:
 
     html: str
     mentions: list[Recipient]
-    topic_ids: list[int]
+    tags: list[str]  # the #tags' topic names (storage.topics.distinct_names)
+    topic_ids: list[int]  # empty when process_body was told not to write the topics
     resource_ids: list[int]
+    users: list[MentionableUserRow]  # the users its @names may mean (BASIC rows)
 
     @property
     def mentioned_user_ids(self) -> list[int]:
@@ -283,14 +308,24 @@ async def process_body(
     base: str,
     text: str,
     extra_urls: Sequence[str] = (),
+    *,
+    checked: str | None = None,
+    field: str = "message[body]",
+    write_topics: bool = True,
 ) -> Body:
-    """Resolve `@name` (a username, else a groupname whose content the author may read),
-    upsert `#tags` as topics and URLs as external resources, and render the html."""
+    """Refuse `checked` (the whole text posted, e.g. title and body) when it contains a
+    blocked word (a 422 on `field`, as content_filters.check_text), resolve `@name` (a
+    username, else a groupname whose content the author may read), upsert `#tags` as topics
+    (unless `write_topics` is False: the caller's own statement does, from Body.tags) and URLs
+    as external resources, and render the html. The blocked words are read with the mentions."""
     cid = viewer.community_id
     names = extract_mentions(text)
-    user_rows, group_rows = await message_storage.mentionable(
-        conn, cid, viewer.id, viewer.is_external, names
+    found = await message_storage.mentionable(
+        conn, cid, viewer.id, viewer.is_external, names, words=bool(checked)
     )
+    if checked:
+        check_words(found.words, checked, field=field)
+    user_rows, group_rows = found.users, found.groups
     targets: dict[str, MentionTarget] = {}
     for g in group_rows:
         targets[g["name"].lower()] = MentionTarget(
@@ -311,10 +346,11 @@ async def process_body(
         else:
             mentions.append(Recipient(group_id=target.id, reason="mention"))
     html = render_html(text, base_url=base, mentions=targets)
-    topic_ids = await topic_storage.upsert(conn, cid, extract_hashtags(text), viewer.id)
+    tags = topic_storage.distinct_names(extract_hashtags(text))
+    topic_ids = await topic_storage.upsert(conn, cid, tags, viewer.id) if write_topics else []
     urls = [*extract_urls(text), *extra_urls]
     resource_ids = await message_storage.upsert_resources(conn, cid, urls)
-    return Body(html, mentions, topic_ids, resource_ids)
+    return Body(html, mentions, tags, topic_ids, resource_ids, user_rows)
 
 
 # --- posting ---------------------------------------------------------------------------------
@@ -383,11 +419,9 @@ async def _addressed(
     the poster may read; anything else is a 422."""
     cid = viewer.community_id
     names = [n.strip().lstrip("@") for n in new.recipient_names if n.strip().lstrip("@")]
-    user_rows, group_rows = await message_storage.mentionable(
-        conn, cid, viewer.id, viewer.is_external, names
-    )
-    users = {u["name"].lower(): u["id"] for u in user_rows}
-    groups = {g["name"].lower(): g["id"] for g in group_rows}
+    named = await message_storage.mentionable(conn, cid, viewer.id, viewer.is_external, names)
+    users = {u["name"].lower(): u["id"] for u in named.users}
+    groups = {g["name"].lower(): g["id"] for g in named.groups}
     out: list[Recipient] = []
     unknown: list[str] = []
     for name in names:
@@ -449,6 +483,7 @@ class Posted:
     recipients: list[dict[str, int | None]]
     tags: list[str]
     attachments: list[asyncpg.Record]
+    users: list[MentionableUserRow]  # users the posting read (those its @names may mean)
 
 
 async def insert_message(w: Work, viewer: Viewer, base: str, new: NewMessage) -> int:
@@ -477,12 +512,13 @@ async def _post(w: Work, viewer: Viewer, base: str, new: NewMessage) -> Posted:
         raise Invalid.field(_param(new, "poll_id"), "is not a poll of yours without a message")
     await _check_shared(conn, viewer, new)
     addressed = await _addressed(conn, viewer, new)
-    await check_text(conn, viewer.community_id, f"{title}\n{body}", field=_param(new, "body"))
-    processed = await process_body(conn, viewer, base, body, [url] if url else [])
+    processed = await process_body(conn, viewer, base, body, [url] if url else [],
+                                   checked=f"{title}\n{body}", field=_param(new, "body"),
+                                   write_topics=False)
     days = min(max(new.days_of_stickiness, 0), MAX_STICKINESS_DAYS) if announcement else 0
     recipients = [Recipient(group_id=group["id"], reason="group")] if group is not None else []
     recipients += [*processed.mentions, *addressed]
-    # the message, its recipients and its topics in one statement
+    # the message, its recipients and its topics (upserted) in one statement
     row = await message_storage.insert(
         conn, viewer.community_id, user_id=viewer.id,
         group_id=group["id"] if group is not None else None,
@@ -494,7 +530,7 @@ async def _post(w: Work, viewer: Viewer, base: str, new: NewMessage) -> Posted:
         shared_message_id=new.shared_message_id,
         client_provided_guid=new.client_provided_guid,
         external_resource_ids=processed.resource_ids, extensions=list(new.extensions),
-        recipients=recipients, topic_ids=processed.topic_ids,
+        recipients=recipients, topic_names=processed.tags,
     )
     message_id = row["id"]
     if new.poll_id is not None:
@@ -511,7 +547,7 @@ async def _post(w: Work, viewer: Viewer, base: str, new: NewMessage) -> Posted:
     ))
     return Posted(
         row, message_storage.stored_recipients(recipients), list(row["tag_names"]),
-        sorted(attached, key=lambda a: a["id"]),
+        sorted(attached, key=lambda a: a["id"]), processed.users,
     )
 
 
@@ -553,6 +589,10 @@ async def _posted_feed(conn: Conn, viewer: Viewer, posted: Posted, base: str) ->
     else:  # system viewers carry no row
         wanted.add(viewer.id)
         users = []
+    for known in posted.users:  # the @mentioned, read with the mentions
+        if known["id"] in wanted:
+            wanted.discard(known["id"])
+            users.append(known)
     users += await user_storage.by_ids(conn, cid, list(wanted)) if wanted else []
     group_ids = {r["group_id"] for r in posted.recipients if r["group_id"] is not None}
     if row["group_id"] is not None:
@@ -603,9 +643,9 @@ async def update_message(
         url = (changes.url.strip() or None) if changes.url is not None else row["external_url"]
         if not (body.strip() or title or url):
             raise Invalid.field("message[body]", "can't be blank")
-        await check_text(conn, viewer.community_id, f"{title}\n{body}")
         before = {r["user_id"] for r in await message_storage.recipients(conn, [message_id])}
-        processed = await process_body(conn, viewer, base, body, [url] if url else [])
+        processed = await process_body(conn, viewer, base, body, [url] if url else [],
+                                       checked=f"{title}\n{body}")
         await message_storage.update_content(
             conn, viewer.community_id, message_id, title=title, body=body,
             html_body=processed.html, external_url=url,

@@ -52,7 +52,6 @@ from push.jobs import PushMessage
 from realtime.channels import user_channel
 from realtime.events import NewEvent
 from realtime.hub import Hub
-from storage import conversations as conversation_store
 from storage import notifications as store
 from storage import users as user_store
 from storage.db import Conn
@@ -129,11 +128,9 @@ async def _announce(
     """Events and push jobs for freshly inserted notification rows."""
     if not rows:
         return []
-    context = await store.sender_and_base(conn, community_id, sender_id)
-    assert context is not None
-    base: str = context["base_url"]
-    sender = context if context["id"] is not None else None
-    name = display_name(sender) if sender is not None else context["community_name"]
+    context = store.context_of(rows)
+    base, sender = context.base_url, context.sender
+    name = display_name(sender) if sender is not None else context.community_name
     phrase = PUSH_PHRASES.get((subject.filter, subject.verb), subject.verb)
     if subject.filter == "groups" and subject.notifiable_text:
         phrase = phrase.replace("a group", subject.notifiable_text)
@@ -218,17 +215,17 @@ async def notify_new_comment(
     comment_id: int,
     author_id: int,
     mentioned_user_ids: Sequence[int],
+    *,
+    text: str,
+    message_title: str | None,
 ) -> list[NewEvent]:
-    """@mentions in the comment get at_mentions; the message's author and everyone else who
-    commented on it get replies."""
-    comment = await store.comment_subject(conn, community_id, message_id, comment_id)
-    if comment is None:
-        return []
-    path = comment_permalink("", message_id, comment["message_title"] or None, comment_id)
-    text = excerpt(comment["text"])
+    """@mentions in the comment (`text`, on the message titled `message_title`) get
+    at_mentions; the message's author and everyone else who commented on it get replies."""
+    path = comment_permalink("", message_id, message_title or None, comment_id)
+    excerpted = excerpt(text)
     mentioned = list(mentioned_user_ids)
     events = await notify_users(conn, community_id, author_id, mentioned, Subject(
-        "at_mentions", "mentioned", "Comment", comment_id, text, path,
+        "at_mentions", "mentioned", "Comment", comment_id, excerpted, path,
         message_id=message_id, comment_id=comment_id,
     ))
     taken = set(mentioned)
@@ -237,7 +234,7 @@ async def notify_new_comment(
         if u not in taken
     ]
     events += await notify_users(conn, community_id, author_id, participants, Subject(
-        "replies", "commented", "Comment", comment_id, text, path,
+        "replies", "commented", "Comment", comment_id, excerpted, path,
         message_id=message_id, comment_id=comment_id,
     ))
     return events
@@ -301,13 +298,11 @@ async def enqueue_remark_push(
     conversation: Mapping[str, Any],
     activity: Mapping[str, Any],
 ) -> int:
-    """Inside the remark's transaction: a push job for every other current member's
+    """Inside the remark's transaction (`activity` as storage.activities.insert returns it):
+    a push job for every other current member's
     `conversations` devices with push_conversation_activity on. The worker sends it only if
     the member has not acknowledged the remark by then. How many jobs were made."""
-    author_id = activity["actor_id"]
-    members = [
-        u for u in await conversation_store.member_ids(conn, conversation["id"]) if u != author_id
-    ]
+    members = list(activity["other_member_ids"])  # read by the insert (storage.activities)
     if not members:
         return 0
     author = display_name({

@@ -32,7 +32,7 @@ from app.urls import user_tooltip_url, user_url
 from realtime.channels import conversation_channel
 from realtime.events import NewEvent
 from realtime.hub import Hub
-from storage import activities, conversations, messages
+from storage import activities, messages
 from storage import attachments as attachment_store
 from storage.blobs import BlobStore
 from storage.db import Conn
@@ -170,15 +170,19 @@ async def post_in_transaction(
     comes before it: the Markdown, the mention lookup, the shared message's rendering. Under
     the lock only writes happen and the activity is assembled from parts made before, plus the
     inserted row and its claimed attachments (docs/conversations.md, "Rendering and the
-    conversation lock").
+    conversation lock"). The membership is checked once, under the lock, unless the remark
+    reads something first (a guid's earlier remark, a shared message): then also before, so
+    that a non-member learns nothing of them. A non-member's text is rendered for nothing and
+    refused with the same 404.
 
     A remark whose client_provided_guid this author already used in this conversation is not
     posted again: the first one is returned, with no event, and created=False.
     """
     conn = w.conn
-    # before the lock: a non-member learns nothing (404), then reads and rendering
-    await access_conversation(conn, viewer, conversation_id)
     guid = remark.client_provided_guid
+    if guid or remark.shared_message_id is not None:
+        # before the reads below: a non-member learns nothing of them (404)
+        await access_conversation(conn, viewer, conversation_id)
     if guid:
         existing = await activities.by_guid(conn, conversation_id, viewer.id, guid)
         if existing is not None:
@@ -205,7 +209,6 @@ async def post_in_transaction(
     attached = await attachment_actions.claim_attachments(
         conn, viewer, remark.attachment_ids, REMARK_SUBJECT, row["id"]
     ) if remark.attachment_ids else []
-    await conversations.record_activity(conn, conversation_id, row)
     await enqueue_remark_push(conn, conversation, row)  # the other members' devices
     rendered = activity(  # attachments in id order, as every read lists them
         row, base, shared_message=shared,

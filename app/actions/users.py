@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -15,7 +16,7 @@ from app.context import Viewer
 from app.errors import Conflict, Forbidden, Invalid, NotFound
 from app.params import Page
 from app.passwords import Passwords
-from app.render.users import full_user
+from app.render.users import embedded_user, full_user
 from realtime.events import (
     CLOSE_CREDENTIALS_CHANGED,
     CLOSE_DEACTIVATED,
@@ -23,8 +24,9 @@ from realtime.events import (
 )
 from realtime.hub import Hub
 from storage import custom_fields, memberships, users
+from storage.batch import Batcher, by_community
 from storage.db import Conn
-from storage.rows import EmbeddedUserRow
+from storage.rows import EmbeddedUserRow, FullUserRow
 
 PasswordCheck = Callable[[int, str], Awaitable[None]]
 """Confirms (user id, current password) or raises: 403 when wrong, 429 when throttled."""
@@ -79,17 +81,27 @@ async def full_users(
     if rows and "custom_values" not in rows[0]:
         return await _full_users_loading(conn, viewer, rows, base)
     fields = users.MANAGER_FIELDS
+    # A page's rows are one snapshot, where a manager reads the same on every row: each is
+    # rendered once per page (a directory page often has one manager for most of its rows).
+    managers: dict[int, dict[str, Any]] = {}
     out = []
     for r in rows:
         manager = r["manager"]
+        rendered = None
+        if manager is not None:
+            rendered = managers.get(manager[_MANAGER_ID])
+            if rendered is None:
+                rendered = managers[manager[_MANAGER_ID]] = embedded_user(cast(
+                    EmbeddedUserRow, dict(zip(fields, manager, strict=True))), base)
         out.append(full_user(
-            r, base, viewer_id=viewer.id,
-            manager=(cast(EmbeddedUserRow, dict(zip(fields, manager, strict=True)))
-                     if manager is not None else None),
+            r, base, viewer_id=viewer.id, manager=rendered,
             custom_values=[{"id": i, "name": name, "value": value}
                            for i, name, value in r["custom_values"] or ()],
         ))
     return out
+
+
+_MANAGER_ID = users.MANAGER_FIELDS.index("id")
 
 
 async def _full_users_loading(
@@ -101,9 +113,10 @@ async def _full_users_loading(
     manager_ids = list({r["manager_id"] for r in rows if r["manager_id"] is not None})
     managers = {m["id"]: m for m in await users.by_ids(conn, viewer.community_id, manager_ids)}
     values = await users.custom_values(conn, [r["id"] for r in rows])
+    rendered = {m_id: embedded_user(m, base) for m_id, m in managers.items()}
     return [
         full_user(
-            r, base, viewer_id=viewer.id, manager=managers.get(r["manager_id"]),
+            r, base, viewer_id=viewer.id, manager=rendered.get(r["manager_id"]),
             custom_values=values.get(r["id"], ()),
         )
         for r in rows
@@ -119,6 +132,35 @@ async def full_user_row(conn: Conn, viewer: Viewer, user_id: int) -> asyncpg.Rec
     if row is None:
         raise NotFound("User not found")
     return row
+
+
+# GET /api/userinfo is what every client polls: the rows of the users asking in one turn of
+# the event loop are read by one query (storage.batch.Batcher), a batcher per pool.
+_OWN_ROWS: weakref.WeakKeyDictionary[
+    asyncpg.Pool, Batcher[tuple[int, int], FullUserRow]
+] = weakref.WeakKeyDictionary()
+
+
+async def own_full_row(pool: asyncpg.Pool, viewer: Viewer) -> asyncpg.Record:
+    """`full_user_row` of the viewer themselves, read together with other requests' own."""
+    reads = _OWN_ROWS.get(pool)
+    if reads is None:
+        held = weakref.ref(pool)
+
+        async def load(keys: list[tuple[int, int]]) -> dict[tuple[int, int], FullUserRow]:
+            conn = held()
+            assert conn is not None  # a batch runs while its requests hold the pool
+            found: dict[tuple[int, int], FullUserRow] = {}
+            for community_id, user_ids in by_community(keys).items():
+                rows = await users.full_selves(conn, community_id, user_ids)
+                found.update({(community_id, uid): row for uid, row in rows.items()})
+            return found
+
+        reads = _OWN_ROWS[pool] = Batcher(load)
+    row = await reads.get((viewer.community_id, viewer.id))
+    if row is None:
+        raise NotFound("User not found")
+    return cast(asyncpg.Record, row)
 
 
 async def full_user_by_company_login(conn: Conn, viewer: Viewer, login: str) -> asyncpg.Record:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from app.render.times import iso
@@ -20,9 +20,20 @@ def like(row: Row, user: EmbeddedUserRow, base: str, viewer_id: int) -> dict[str
     return _like(row, like_user(user, base), viewer_id)
 
 
-def like_of(row: Row, data: FeedData) -> dict[str, Any]:
-    """`like` of a row on a page of the feed (its user rendered once per page)."""
-    return _like(row, data.like_user(row["user_id"]), data.viewer.id)
+def likes_of(rows: Sequence[Row], data: FeedData) -> list[dict[str, Any]]:
+    """`like` of each row on a page of the feed (each user rendered once per page), in one
+    loop (a page has a hundred likes or more: issue 13)."""
+    viewer_id = data.viewer.id
+    user = data.like_user
+    return [
+        {
+            "id": row["id"],
+            "user": user(row["user_id"]),
+            "created_at": iso(row["created_at"]),
+            "unlikable": row["user_id"] == viewer_id,
+        }
+        for row in rows
+    ]
 
 
 def _like(row: Row, user: dict[str, Any], viewer_id: int) -> dict[str, Any]:

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.access import may_comment, may_edit_message, may_like
-from app.render.comments import comment, external_resources, tag
+from app.render.comments import external_resources, tag, thread
 from app.render.feed import FeedData
-from app.render.likes import like_of
+from app.render.likes import likes_of
 from app.render.polls import poll
 from app.render.times import epoch, iso
 from app.urls import message_permalink, message_url
@@ -114,8 +114,8 @@ def message(row: MessageRow, data: FeedData, *, shared: bool = False) -> dict[st
         "share_count": row["share_count"],
         "client_provided_guid": row["client_provided_guid"],
         "comments_count": row["comments_count"],
-        "comments": [comment(c, row, data) for c in data.comments.get(mid, ())],
-        "likes": [like_of(lk, data) for lk in data.likes.get((mid, None), ())],
+        "comments": thread(row, data),
+        "likes": likes_of(data.likes.get((mid, None), ()), data),
         "likes_count": row["likes_count"],
         "shared_message": (
             message(shared_row, data, shared=True)

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from app import authentication
 from app.actions.communities import community_by_id
-from app.actions.users import full_user_row, full_users
+from app.actions.users import full_user_row, full_users, own_full_row
 from app.context import COMMUNITY, Community, Viewer, community_of, viewer_of
 from app.errors import Unauthorized
 from app.middleware import tenantless
@@ -72,7 +72,7 @@ async def authenticate(request: web.Request) -> web.Response:
 async def userinfo(request: web.Request) -> web.Response:
     viewer = viewer_of(request)
     pool = pool_of(request)
-    full = await full_user_row(pool, viewer, viewer.id)
+    full = await own_full_row(pool, viewer)
     community = community_of(request)
     user = (await full_users(pool, viewer, [full], community.base_url))[0]
     # The original command-line client's sync_photos reads user.community.

@@ -74,12 +74,10 @@ async def create_comment(request: web.Request) -> web.Response:
     pool = pool_of(request)
     base = community_of(request).base_url
     uploaded = await _upload(request, params.attachment)
-    comment_id = await actions.create_comment(
+    rendered = await actions.create_and_render(
         pool, viewer, base, message_id,
         NewComment(params.text, [*params.attachment_ids, *uploaded]), hub_of(request),
     )
-    async with pool.acquire() as conn:
-        rendered = await actions.render_comment(conn, viewer, base, message_id, comment_id)
     return created({"comment": rendered})
 
 

@@ -9,6 +9,7 @@ endpoints.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from typing import Any
 
@@ -20,7 +21,7 @@ from aiohttp.test_utils import TestClient, make_mocked_request
 from app.config import Settings
 from app.errors import BadRequest
 from app.main import create_app
-from app.middleware import errors_middleware
+from app.middleware import errors_middleware, new_request_id
 from app.params import (
     MAX_DEPTH,
     Page,
@@ -523,6 +524,22 @@ async def test_request_ids_are_echoed_only_when_sane(echo: TestClient) -> None:
         resp = await echo.get("/echo", headers={"X-Request-Id": bad})
         assert resp.headers["X-Request-Id"] != bad
         assert len(resp.headers["X-Request-Id"]) == 32
+
+
+def test_new_request_ids_are_random_hex_and_differ_in_forked_workers() -> None:
+    ids = {new_request_id() for _ in range(1000)}
+    assert len(ids) == 1000
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a worker forked from this process: its own sequence
+        os.write(write, new_request_id().encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 64).decode()
+    os.waitpid(pid, 0)
+    os.close(read)
+    assert len(child) == 32 and child != new_request_id()
 
 
 async def test_a_body_without_content_type_is_read_as_a_form(world: World) -> None:

@@ -21,7 +21,7 @@ from app.config import Settings
 from app.main import create_app
 from app.passwords import HASHES_AT_ONCE, Passwords, cache_key_from
 from app.resources import PASSWORDS
-from storage.credentials_cache import CredentialsCache
+from storage.credentials_cache import REMEMBER_SCRIPT, CredentialsCache
 from storage.redis import RedisHealth, redis_client
 from tests.conftest import TEST_ARGON2
 from tests.servers import RedisProcess
@@ -199,6 +199,31 @@ async def test_concurrent_lookups_go_to_redis_as_one_command(
     assert results == [True] * 30
     assert calls.calls == 0
     assert commands == ["MGET"]
+
+
+async def test_concurrent_new_entries_go_to_redis_as_one_write(
+    redis: Redis, prefix: str
+) -> None:
+    commands: list[str] = []
+    real_evalsha = redis.evalsha
+
+    async def evalsha(*args: Any, **kwargs: Any) -> Any:
+        commands.append("EVALSHA")
+        return await real_evalsha(*args, **kwargs)
+
+    redis.evalsha = evalsha  # type: ignore[method-assign]
+    await redis.script_load(REMEMBER_SCRIPT)  # a fresh Redis would answer NOSCRIPT first
+    cold, _, cache = process(redis, prefix)
+    stored = await cold.hash("pw")
+    # as many verifications ending in the same turn of the event loop (a cold storm)
+    await asyncio.gather(*(cache.remember(cold.digest(u, 0, stored, "pw")) for u in range(30)))
+    assert commands == ["EVALSHA"]
+    keys = [k async for k in redis.scan_iter(match=f"{prefix}:cred:*")]
+    assert len(keys) == 30
+    assert all([0 < await redis.ttl(k) <= TTL for k in keys])
+    restarted, restarted_calls, _ = process(redis, prefix)
+    assert await restarted.verify(7, stored, "pw", epoch=0)
+    assert restarted_calls.calls == 0  # known from Redis
 
 
 async def test_redis_down_or_hung_falls_back_to_verifying(

@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from app.config import Settings
 from app.main import create_app
 from app.passwords import Passwords
-from app.ratelimit import RedisRateLimiter
+from app.ratelimit import COUNT_SCRIPT, RedisRateLimiter
 from app.resources import POOL
 from storage.redis import RedisHealth
 from tests.servers import RedisProcess
@@ -98,27 +98,84 @@ async def test_a_burst_of_concurrent_requests_is_counted_in_redis(
     assert counted == 301
 
 
-async def test_concurrent_counts_go_to_redis_in_one_pipeline(redis_url: str) -> None:
+async def test_concurrent_counts_go_to_redis_in_one_call(redis_url: str) -> None:
     redis = Redis.from_url(redis_url)
-    pipelines = 0
-    real_pipeline = redis.pipeline
+    calls = 0
+    real_evalsha = redis.evalsha
 
-    def pipeline(*args: Any, **kwargs: Any) -> Any:
-        nonlocal pipelines
-        pipelines += 1
-        return real_pipeline(*args, **kwargs)
+    async def evalsha(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return await real_evalsha(*args, **kwargs)
 
-    redis.pipeline = pipeline  # type: ignore[method-assign]
+    redis.evalsha = evalsha  # type: ignore[method-assign]
     limiter = RedisRateLimiter(redis, f"t-{id(redis)}", RedisHealth())
+    await redis.script_load(COUNT_SCRIPT)  # a fresh Redis would answer NOSCRIPT first
     try:
         hits = await asyncio.gather(*(limiter.hit("k", 10) for _ in range(25)),
                                     limiter.peek("other", 1))
-        assert pipelines == 1
+        assert calls == 1
         assert hits[:10] == [None] * 10  # the first ten are within the limit
         assert all(isinstance(h, int) and h > 0 for h in hits[10:25])
         assert hits[25] is None  # "other" was never hit
         assert await limiter.peek("k", 25) is not None  # 25 counted: at a limit of 25
         assert await limiter.peek("k", 26) is None  # and under 26
-        assert pipelines == 3
+        assert calls == 3
+    finally:
+        await redis.aclose()
+
+
+async def test_a_counter_expires_with_its_window_and_later_hits_keep_its_end(
+    redis_url: str,
+) -> None:
+    redis = Redis.from_url(redis_url)
+    prefix = f"t-{id(redis)}"
+    limiter = RedisRateLimiter(redis, prefix, RedisHealth())
+    try:
+        assert await limiter.hit("w", 5, window=3600) is None
+        [key] = await redis.keys(f"{prefix}:rl:w:*")
+        assert 3590 < await redis.ttl(key) <= 3601  # the window's length + 1 s
+        await redis.expire(key, 1000)  # as if time had passed
+        assert await limiter.hit("w", 5, window=3600) is None
+        assert await redis.ttl(key) <= 1000  # not pushed back by the later hit
+        assert int(await redis.get(key)) == 2
+        # a read never creates a counter
+        assert await limiter.peek("never", 0) is None
+        assert await redis.keys(f"{prefix}:rl:never:*") == []
+    finally:
+        await redis.aclose()
+
+
+async def test_the_script_is_loaded_again_when_redis_lost_it(
+    private_redis: RedisProcess,
+) -> None:
+    # a Redis of its own: flushing the shared one's scripts would make other tests that count
+    # script calls see a reload
+    redis = Redis.from_url(private_redis.url)
+    health = RedisHealth()
+    limiter = RedisRateLimiter(redis, f"t-{id(redis)}", health)
+    try:
+        assert await limiter.hit("s", 1) is None
+        await redis.script_flush()  # a restarted Redis has no scripts
+        assert await limiter.hit("s", 1) is not None  # counted in Redis: the second hit
+        assert health.available()
+    finally:
+        await redis.aclose()
+
+
+async def test_a_batch_of_hits_and_reads_answers_each_in_its_order(redis_url: str) -> None:
+    redis = Redis.from_url(redis_url)
+    limiter = RedisRateLimiter(redis, f"t-{id(redis)}", RedisHealth())
+    try:
+        assert await limiter.hit("a", 1) is None  # a: 1
+        answers = await asyncio.gather(
+            limiter.peek("a", 1),  # at the limit: refused
+            limiter.hit("b", 1),  # b: 1
+            limiter.peek("b", 1),  # read after the hit before it in the batch: 1
+            limiter.hit("b", 1),  # b: 2, over
+            limiter.peek("c", 1),  # none
+            limiter.hit("a", 2, window=3600),  # another window's counter: 1
+        )
+        assert [a is not None for a in answers] == [True, False, True, True, False, False]
     finally:
         await redis.aclose()

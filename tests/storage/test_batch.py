@@ -71,6 +71,7 @@ async def test_logins_of_concurrent_requests_in_one_query(
     lookups = Lookups(world.pool)
     logins = [bob.email, bob.email.upper(), bob.username, ann.username, "nobody@x.example",
               "", other.email]
+    await asyncio.sleep(0)  # the set-up's query-log callbacks (asyncpg: the next turn)
     query_log.reset()
     rows = await asyncio.gather(*(lookups.user_by_login(ann.community.id, login)
                                   for login in logins))
@@ -109,6 +110,7 @@ async def test_channels_of_concurrent_sockets_in_one_query(
     async with world.pool.acquire() as conn:
         await conn.execute("UPDATE users SET state = 'inactive' WHERE id = $1", cat.id)
     lookups = Lookups(world.pool)
+    await asyncio.sleep(0)  # the set-up's query-log callbacks (asyncpg: the next turn)
     query_log.reset()
     found = await asyncio.gather(*(lookups.channel_ids_if_active(ann.community.id, uid)
                                    for uid in (ann.id, bob.id, cat.id, 10**9)))

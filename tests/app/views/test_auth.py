@@ -15,6 +15,7 @@ from app.config import Settings
 from app.main import create_app
 from app.passwords import Passwords
 from app.resources import POOL
+from tests.conftest import QueryLog
 from tests.support import PASSWORD, Api, World
 
 
@@ -249,3 +250,56 @@ async def test_the_central_host_counts_in_the_users_own_bucket(world: World) -> 
     limited = await central.post("/api/authentication", data={
         "email": bob.username, "password": PASSWORD})
     assert limited.status == 429
+
+
+async def test_sessions_of_concurrent_requests_are_read_together_each_its_own(
+    world: World, query_log: QueryLog
+) -> None:
+    """The users that the session cookies of concurrent requests name are read by one query
+    per turn of the event loop (app.authentication), and every request gets its own user."""
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    cookies = {}
+    for member, email in ((admin, admin.email), (bob, bob.email)):
+        resp = await admin.api.anonymous().post(
+            "/api/authentication", json={"email": email, "password": PASSWORD})
+        assert resp.status == 200
+        cookies[member.id] = _session_cookie(resp.headers).split(";")[0].split("=", 1)[1]
+    world.client.session.cookie_jar.clear()  # each request sends its own cookie, below
+    anon = admin.api.anonymous()
+
+    async def me(user_id: int) -> int:
+        resp = await anon.get("/api/userinfo",
+                              headers={"Cookie": f"commons_session={cookies[user_id]}"})
+        assert resp.status == 200
+        return int(resp.json["user"]["id"])
+
+    await asyncio.sleep(0.05)
+    query_log.reset()
+    asked = [admin.id, bob.id] * 8
+    assert await asyncio.gather(*(me(uid) for uid in asked)) == asked
+    session_reads = [q for q in query_log if "session_epoch" in q]
+    assert 1 <= len(session_reads) < len(asked), len(session_reads)
+
+
+async def test_userinfo_of_concurrent_requests_is_read_together_each_its_own(
+    world: World, query_log: QueryLog
+) -> None:
+    """The users asking GET /api/userinfo in one turn of the event loop are read by one query
+    (app.actions.users.own_full_row); each gets their own profile, counts included."""
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    assert (await bob.api.post(f"/api/users/{admin.id}/followers")).status in (200, 201)
+    await asyncio.sleep(0.05)
+    query_log.reset()
+    members = [admin, bob] * 8
+    answers = await asyncio.gather(*(m.api.get("/api/userinfo") for m in members))
+    for member, resp in zip(members, answers, strict=True):
+        assert resp.status == 200
+        user = resp.json["user"]
+        assert user["id"] == member.id
+        assert (user["followers_count"], user["following_count"]) == (
+            (1, 0) if member is admin else (0, 1))
+        assert user["followable"] is False
+    profile_reads = [q for q in query_log if "followers_count" in q]
+    assert 1 <= len(profile_reads) < len(members)

@@ -719,3 +719,97 @@ async def _external_system(admin: Member) -> int:
         "name": f"CI {next(_systems)}", "url": "https://ci.example.com"}})
     assert resp.status == 201, resp.text
     return int(resp.json["external_system"]["id"])
+
+
+async def test_a_page_shows_what_its_items_own_reads_show(world: World) -> None:
+    """A page reads its messages' recipients, tags, polls and attachments, and its comments'
+    recipients, tags and attachments, in fewer statements than the single reads do (issue 13):
+    each shows the same as those reads, and a poll bound to a message of another type shows."""
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    group_id = await make_group(world, admin, "Team", members=[bob])
+
+    async def upload(member: Member, name: str) -> int:
+        form = aiohttp.FormData()
+        form.add_field("attachment", b"some text", filename=name,
+                       content_type="application/octet-stream")
+        resp = await member.api.post("/api/attachments", data=form)
+        assert resp.status == 201, resp.text
+        return int(resp.json["attachment"]["id"])
+
+    made = await bob.api.post("/api/polls", data={
+        "poll[question]": "Which?", "poll[poll_answers_attributes][0][answer]": "This",
+        "poll[poll_answers_attributes][1][answer]": "That"})
+    assert made.status == 201, made.text
+    poll = made.json["poll"]
+    posted = await post(bob, f"#plan #beta for @{admin.username}", group_id=group_id,
+                        message_type="question", poll_id=poll["id"],
+                        attachment_ids=[await upload(bob, "a.txt")])
+    plain = await post(admin, "nothing attached")
+    resp = await admin.api.post(f"/api/messages/{posted['id']}/comments", json={"comment": {
+        "text": f"#zeta #alpha thanks @{bob.username}",
+        "attachment_ids": [await upload(admin, "c.txt")]}})
+    assert resp.status == 201, resp.text
+    await comment(bob, posted["id"], "no extras")
+    await comment(bob, plain["id"], "plain")
+
+    listed = {m["id"]: m for m in (await admin.api.get("/api/messages")).json["messages"]}
+    one = (await admin.api.get(f"/api/messages/{posted['id']}")).json["message"]
+    assert listed[posted["id"]] == one
+    message = listed[posted["id"]]
+    assert message["poll"]["id"] == poll["id"] and message["embed"] == f"/polls/{poll['id']}"
+    assert [t["name"] for t in message["tags"]] == ["beta", "plan"]
+    assert [r["id"] for r in message["recipients"]] == [group_id, admin.id]
+    assert message["attachments"] == posted["attachments"] and len(message["attachments"]) == 1
+    assert listed[plain["id"]]["poll"] is None and listed[plain["id"]]["attachments"] == []
+    # the comments as the thread's own list renders them (its own reads)
+    for mid in (posted["id"], plain["id"]):
+        thread = (await admin.api.get(f"/api/messages/{mid}/comments")).json["comments"]
+        assert listed[mid]["comments"] == thread
+    first = message["comments"][0]
+    assert [t["name"] for t in first["tags"]] == ["alpha", "zeta"]
+    assert [r["id"] for r in first["recipients"]] == [bob.id]
+    assert len(first["attachments"]) == 1
+    assert message["comments"][1]["tags"] == message["comments"][1]["recipients"] == []
+
+
+async def test_a_renamed_author_shows_renamed_on_the_next_page(world: World) -> None:
+    """The forms of a user are shared across pages by value (app.render.feed.user_form): a
+    rename shows at once, in every form."""
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    mine = await post(admin, "hello")
+    await comment(bob, mine["id"])
+    assert (await bob.api.post(f"/api/messages/{mine['id']}/likes")).status == 201
+    await post(bob, f"hi @{admin.username}")
+    before = (await admin.api.get("/api/messages")).json["messages"]
+    assert before[0]["user"]["first_name"] == "Bob"
+    renamed = await bob.api.put(f"/api/users/{bob.id}", json={"user": {"first_name": "Rob"}})
+    assert renamed.status == 200, renamed.text
+    after = (await admin.api.get("/api/messages")).json["messages"]
+    assert after[0]["user"]["first_name"] == "Rob" and after[0]["user"]["name"].startswith("Rob ")
+    assert after[1]["comments"][0]["user"] == after[0]["user"]
+    assert after[1]["likes"][0]["user"]["name"] == after[0]["user"]["name"]
+
+
+async def test_the_201_renders_mentioned_and_addressed_users_as_a_read_does(
+    world: World,
+) -> None:
+    """The 201 of a post renders the users it mentions or addresses (by name or by id) from
+    the rows the posting read to resolve them, not read again: the same JSON as a read."""
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    carol = await world.user(admin, "Carol")
+    dan = await world.user(admin, "Dan")
+    group_id = await make_group(world, admin, "Team", members=[bob])
+    team = await groupname_of(world, group_id)
+    resp = await bob.api.post("/api/messages", json={"message": {
+        "body": f"hi @{admin.username} and @{bob.username} and @{team}",
+        "recipients": [carol.username, {"type": "User", "id": dan.id}]}})
+    assert resp.status == 201, resp.text
+    message = resp.json["message"]
+    assert [r["id"] for r in message["recipients"]] == [admin.id, bob.id, group_id, carol.id,
+                                                        dan.id]
+    shown = (await bob.api.get(f"/api/messages/{message['id']}")).json["message"]
+    assert message["recipients"] == shown["recipients"]
+    assert message["user"] == shown["user"]

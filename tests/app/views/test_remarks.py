@@ -346,3 +346,38 @@ async def test_concurrent_retries_post_once(world: World) -> None:
     assert len(acts.json["activities"]) == 1
     assert (await bob.api.get(f"/api/conversations/{conv['id']}")).json[
         "conversation"]["unread_count"] == 1
+
+
+async def test_a_remark_unhides_for_the_others_and_is_read_by_its_author(world: World) -> None:
+    admin = await world.community()
+    ann, bob = await world.user(admin, "Ann"), await world.user(admin, "Bob")
+    pair = await start(ann, bob)
+    assert (await ann.api.put(f"/api/conversations/{pair['id']}/hide")).status == 200
+    assert (await bob.api.put(f"/api/conversations/{pair['id']}/hide")).status == 200
+    posted = await say(bob, pair["id"], "still there?")
+    listed = (await ann.api.get("/api/conversations")).json["conversations"]
+    assert [(c["id"], c["unread_count"]) for c in listed] == [(pair["id"], 1)]
+    # the author's own remark is read and unhides the conversation for them too
+    mine = (await bob.api.get(f"/api/conversations/{pair['id']}")).json["conversation"]
+    assert mine["unread_count"] == 0
+    assert [c["id"] for c in (await bob.api.get("/api/conversations")).json["conversations"]] \
+        == [pair["id"]]
+    latest = await world.pool.fetchval(
+        "SELECT latest_activity_id FROM conversations WHERE id = $1", pair["id"])
+    assert latest == posted["id"]
+
+
+async def test_a_former_member_remarks_nothing(world: World) -> None:
+    admin = await world.community()
+    ann, bob, cy = [await world.user(admin, n) for n in ("Ann", "Bob", "Cy")]
+    group = await start(ann, bob, cy)
+    await say(cy, group["id"], "bye")
+    assert (await cy.api.delete(f"/api/conversations/{group['id']}/members/me")).status == 204
+    count = "SELECT count(*) FROM conversation_activities WHERE conversation_id = $1"
+    before = await world.pool.fetchval(count, group["id"])
+    for remark in ({"text": f"hi @{ann.username}"},
+                   {"text": "again", "client_provided_guid": "g-1"}):
+        resp = await cy.api.post(f"/api/conversations/{group['id']}/remarks",
+                                 json={"remark": remark})
+        assert resp.status == 404, resp.text
+    assert await world.pool.fetchval(count, group["id"]) == before

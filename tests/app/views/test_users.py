@@ -62,6 +62,26 @@ async def _custom_field(admin: Member, name: str, order: int | None = None) -> i
 # --- shapes --------------------------------------------------------------------------------------
 
 
+async def test_a_page_shows_each_users_own_manager(world: World) -> None:
+    """Managers are rendered once per page: rows that share one show it, the others theirs."""
+    admin = await world.community("Acme")
+    grace = await world.user(admin, "Grace", "Hopper", title="Admiral")
+    ada = await world.user(admin, "Ada", "Lovelace")
+    amy = await world.user(admin, "Amy", "Cooper", manager_id=grace.id)
+    bob = await world.user(admin, "Bob", "Baker", manager_id=grace.id)
+    cat = await world.user(admin, "Cat", "Clark", manager_id=ada.id)
+    resp = await admin.api.get("/api/users", params={"per_page": "50"})
+    assert resp.status == 200
+    managers = {u["id"]: u["manager"] for u in resp.json["users"]}
+    assert managers[amy.id] == managers[bob.id]
+    assert (managers[amy.id]["id"], managers[amy.id]["name"], managers[amy.id]["title"]) == (
+        grace.id, "Grace Hopper", "Admiral")
+    assert (managers[cat.id]["id"], managers[cat.id]["name"]) == (ada.id, "Ada Lovelace")
+    assert managers[grace.id] is None and managers[ada.id] is None
+    for user in resp.json["users"]:
+        assert_full_user(user)
+
+
 async def test_full_user_has_the_23_keys_of_the_real_search_response(world: World) -> None:
     admin = await world.community("Acme")
     boss = await world.user(admin, "Grace", "Hopper")

@@ -639,9 +639,14 @@ async def list_page(
     *,
     offset: int,
     limit: int,
+    home_groups: int | None = None,
 ) -> list[MessageRow]:
-    groups = (await home_group_count(conn, community_id, viewer_id)
-              if query.merges_home else None)
+    """A page of `query`. `home_groups`: the viewer's count of groups when the caller has just
+    read it (`home_group_count`, or a statement that also answers it); a Home page reads it
+    otherwise."""
+    groups = home_groups
+    if groups is None and query.merges_home:
+        groups = await home_group_count(conn, community_id, viewer_id)
     sql, args = query.build(offset, limit, groups)
     return cast("list[MessageRow]", await conn.fetch(sql, community_id, viewer_id, external, *args))
 

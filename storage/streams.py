@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncpg
 
 from storage.db import Conn
+from storage.events import Statement
 from storage.group_visibility import readable_sql
-from storage.messages import STREAM_KINDS, latest_sql
+from storage.messages import HOME_GROUP_COUNT, STREAM_KINDS, latest_sql
 
 SYSTEM_NAMES = {
     "home": "Home",
@@ -77,12 +78,13 @@ WHERE s.community_id = $1 AND s.id = $4
        OR (s.kind = 'group' AND {readable_sql("sg", "$2", "$3")}))
 """
 
+# Marking read: each a statement that is a unit of work by itself (app.actions.work.write_one).
 MARK_READ = """
 INSERT INTO stream_reads (community_id, user_id, stream_id) VALUES ($1, $2, $3)
 ON CONFLICT (user_id, stream_id) DO UPDATE SET last_read_at = now()
 """
 # Mark the viewer's system stream of kind $3 (named $4; made if missing) read.
-MARK_KIND_READ = """
+_MARK_KIND_READ_CTES = """
 WITH made AS (
     INSERT INTO streams (community_id, kind, user_id, name) VALUES ($1, $3, $2, $4)
     ON CONFLICT (user_id, kind) WHERE user_id IS NOT NULL AND kind <> 'custom' DO NOTHING
@@ -90,11 +92,15 @@ WITH made AS (
 ), target AS (
     SELECT id FROM made
     UNION ALL SELECT s.id FROM streams s WHERE s.user_id = $2 AND s.kind = $3
-)
-INSERT INTO stream_reads (community_id, user_id, stream_id)
-SELECT $1, $2, id FROM target LIMIT 1
-ON CONFLICT (user_id, stream_id) DO UPDATE SET last_read_at = now()
-"""
+), marked AS (
+    INSERT INTO stream_reads (community_id, user_id, stream_id)
+    SELECT $1, $2, id FROM target LIMIT 1
+    ON CONFLICT (user_id, stream_id) DO UPDATE SET last_read_at = now()
+)"""
+MARK_KIND_READ = f"{_MARK_KIND_READ_CTES}\nSELECT 1"
+# The same, also answering the viewer's count of groups (storage.messages.HOME_GROUP_COUNT):
+# what the plan of the Home page read next depends on, without a statement of its own.
+MARK_KIND_READ_COUNTING_GROUPS = f"{_MARK_KIND_READ_CTES}\n{HOME_GROUP_COUNT.strip()}"
 MARK_GROUP_READ = """
 INSERT INTO stream_reads (community_id, user_id, stream_id)
 SELECT $1, $2, s.id FROM streams s WHERE s.group_id = $3 AND s.kind = 'group'
@@ -135,16 +141,24 @@ async def by_id(
     )
 
 
-async def mark_read(conn: Conn, community_id: int, viewer_id: int, stream_id: int) -> None:
-    await conn.execute(MARK_READ, community_id, viewer_id, stream_id)
+def marking_read(community_id: int, viewer_id: int, stream_id: int) -> Statement:
+    """Mark one of the viewer's streams read (the caller checked it is theirs)."""
+    return Statement(MARK_READ, (community_id, viewer_id, stream_id))
 
 
-async def mark_kind_read(conn: Conn, community_id: int, viewer_id: int, kind: str) -> None:
-    await conn.execute(MARK_KIND_READ, community_id, viewer_id, kind, SYSTEM_NAMES[kind])
+def marking_kind_read(
+    community_id: int, viewer_id: int, kind: str, *, count_groups: bool = False
+) -> Statement:
+    """Mark the viewer's system stream of `kind` read (made if missing). Its one row: the
+    viewer's count of groups with `count_groups` (what `storage.messages.list_page` takes as
+    `home_groups`), else 1."""
+    sql = MARK_KIND_READ_COUNTING_GROUPS if count_groups else MARK_KIND_READ
+    return Statement(sql, (community_id, viewer_id, kind, SYSTEM_NAMES[kind]))
 
 
-async def mark_group_read(conn: Conn, community_id: int, viewer_id: int, group_id: int) -> None:
-    await conn.execute(MARK_GROUP_READ, community_id, viewer_id, group_id)
+def marking_group_read(community_id: int, viewer_id: int, group_id: int) -> Statement:
+    """Mark a group's stream read for the viewer (the caller checked they may read it)."""
+    return Statement(MARK_GROUP_READ, (community_id, viewer_id, group_id))
 
 
 async def belongs_to_a_group(conn: Conn, community_id: int, viewer_id: int) -> bool:

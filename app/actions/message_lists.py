@@ -14,14 +14,14 @@ from typing import Any
 import asyncpg
 
 from app.access import access_stream
-from app.actions.work import work
+from app.actions.work import write_one
 from app.context import Viewer
 from app.errors import NotFound
 from storage import external_systems
 from storage import messages as message_storage
 from storage import streams as stream_storage
 from storage import topics as topic_storage
-from storage.db import Conn
+from storage.db import Conn, connection
 from storage.messages import MessageQuery as MessageQuery  # the views build scopes with it
 
 COMPANY = MessageQuery(stream="company")
@@ -44,23 +44,31 @@ async def stream_query(conn: Conn, viewer: Viewer, stream_id: int) -> MessageQue
     return query_of_stream(await access_stream(conn, viewer, stream_id))
 
 
+# Marking a stream read is a unit of work of one statement (`write_one`: autocommit, no BEGIN
+# or COMMIT) that bumps no version: a stream's read state shows in GET /api/streams only, which
+# polls no ETag (docs/polling.md).
+
+
 async def open_stream(
     pool: asyncpg.Pool, viewer: Viewer, stream_id: int, *, mark_read: bool
 ) -> asyncpg.Record:
     """One of the viewer's streams (NotFound otherwise); `mark_read`: read up to now."""
     if not mark_read:
         return await access_stream(pool, viewer, stream_id)
-    async with work(pool, None, viewer.community_id) as w:
-        w.private_to()  # a stream's read state shows in GET /api/streams only, no polled list
-        stream = await access_stream(w.conn, viewer, stream_id)
-        await stream_storage.mark_read(w.conn, viewer.community_id, viewer.id, stream["id"])
+    async with connection(pool) as conn:  # the access check and the mark
+        stream = await access_stream(conn, viewer, stream_id)
+        await write_one(conn, viewer.community_id, stream_storage.marking_read(
+            viewer.community_id, viewer.id, stream["id"]), private_to=())
     return stream
 
 
-async def mark_home_read(pool: asyncpg.Pool, viewer: Viewer) -> None:
-    async with work(pool, None, viewer.community_id) as w:
-        w.private_to()  # as in open_stream
-        await stream_storage.mark_kind_read(w.conn, viewer.community_id, viewer.id, "home")
+async def mark_home_read(conn: asyncpg.Connection, viewer: Viewer) -> int:
+    """Mark the viewer's Home read; answers their count of groups, read by the same statement
+    (the plan of the Home page read next on `conn` depends on it: an `Opening` of
+    app.actions.messages.list_messages)."""
+    rows = await write_one(conn, viewer.community_id, stream_storage.marking_kind_read(
+        viewer.community_id, viewer.id, "home", count_groups=True), private_to=())
+    return int(rows[0][0])
 
 
 async def open_group(
@@ -71,11 +79,10 @@ async def open_group(
     if not mark_read:
         await _readable_group(pool, viewer, group_id)
     else:
-        async with work(pool, None, viewer.community_id) as w:
-            w.private_to()  # as in open_stream
-            await _readable_group(w.conn, viewer, group_id)
-            await stream_storage.mark_group_read(w.conn, viewer.community_id, viewer.id,
-                                                 group_id)
+        async with connection(pool) as conn:  # the access check and the mark
+            await _readable_group(conn, viewer, group_id)
+            await write_one(conn, viewer.community_id, stream_storage.marking_group_read(
+                viewer.community_id, viewer.id, group_id), private_to=())
     return MessageQuery(group_id=group_id)
 
 

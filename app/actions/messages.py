@@ -19,7 +19,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -259,6 +259,12 @@ class MessagePage:
     next_page: int | None
 
 
+Opening = Callable[[asyncpg.Connection, Viewer], Awaitable[int | None]]
+"""A step a list runs before its page, on the connection the page is read on (marking its
+stream read: app.actions.message_lists.mark_home_read). It may answer the viewer's count of
+groups, read by its own statement, which a Home page then does not read again."""
+
+
 async def list_messages(
     pool: asyncpg.Pool,
     viewer: Viewer,
@@ -268,14 +274,16 @@ async def list_messages(
     page: int,
     per_page: int,
     limits: Limits = Limits(),
+    opening: Opening | None = None,
 ) -> MessagePage:
     """The message list loader: a page of what `query` selects among what the viewer may read,
     newest interaction first, rendered. Reads per_page + 1 rows to know whether a next page
-    exists."""
+    exists. `opening` runs first, on the same connection (one pool acquire per page)."""
     async with connection(pool) as conn:
+        home_groups = None if opening is None else await opening(conn, viewer)
         rows = await message_storage.list_page(
             conn, viewer.community_id, viewer.id, viewer.is_external, query,
-            offset=(page - 1) * per_page, limit=per_page + 1,
+            offset=(page - 1) * per_page, limit=per_page + 1, home_groups=home_groups,
         )
         more = len(rows) > per_page
         rows = rows[:per_page]

@@ -282,6 +282,24 @@ LEFT JOIN p ON p.message_id = m.id LEFT JOIN a ON a.message_id = m.id
 WHERE r.message_id IS NOT NULL OR t.message_id IS NOT NULL OR p.id IS NOT NULL
    OR a.message_id IS NOT NULL
 """
+# EXTRAS' columns on each row of a page (`MessageQuery.build`), so that the page needs no
+# statement of its own for them: correlated to the message `m`, each an index probe (the page
+# has per_page + 1 rows); `rx` is a lateral join (one read of the recipients for both arrays).
+# Same values as EXTRAS' (a message with none: NULL recipients, empty tags).
+PAGE_EXTRAS = """
+rx.user_ids AS recipient_user_ids, rx.group_ids AS recipient_group_ids,
+ARRAY(SELECT t.name FROM message_topics mt JOIN topics t ON t.id = mt.topic_id
+      WHERE mt.message_id = m.id AND mt.comment_id IS NULL ORDER BY t.name) AS tag_names,
+(SELECT p.id FROM polls p WHERE p.message_id = m.id) AS poll_id,
+EXISTS (SELECT 1 FROM attachments a WHERE a.subject_type = 'message' AND a.subject_id = m.id)
+    AS has_attachments
+"""
+PAGE_EXTRAS_JOIN = """
+LEFT JOIN LATERAL (
+    SELECT array_agg(r.user_id ORDER BY r.position, r.id) AS user_ids,
+           array_agg(r.group_id ORDER BY r.position, r.id) AS group_ids
+    FROM message_recipients r WHERE r.message_id = m.id AND r.comment_id IS NULL) rx ON true
+"""
 RESOURCES = """
 SELECT id, url, title, description, resource_type, oembed FROM external_resources
 WHERE community_id = $1 AND id = ANY($2::bigint[])
@@ -602,8 +620,8 @@ class MessageQuery:
         sql = (
             f"{head}page AS (\nSELECT p.* FROM ({ranked}) p\nORDER BY {order}\n"
             f"OFFSET {param(offset)} LIMIT {param(limit)})\n"
-            f"SELECT {ROW} FROM page p JOIN messages m ON m.id = p.id\n"
-            f"LEFT JOIN groups g ON g.id = m.group_id\nORDER BY {order}"
+            f"SELECT {ROW}, {PAGE_EXTRAS} FROM page p JOIN messages m ON m.id = p.id\n"
+            f"LEFT JOIN groups g ON g.id = m.group_id{PAGE_EXTRAS_JOIN}ORDER BY {order}"
         )
         return sql, args
 
@@ -789,6 +807,11 @@ async def clear_comment_recipients(conn: asyncpg.Connection, comment_id: int) ->
 async def recipients(conn: Conn, message_ids: Sequence[int]) -> list[asyncpg.Record]:
     """Message-level recipients of these messages, in order."""
     return await conn.fetch(RECIPIENTS, list(message_ids))
+
+
+def has_extras(row: asyncpg.Record) -> bool:
+    """Whether a message row carries its EXTRAS columns (a page's rows do: PAGE_EXTRAS)."""
+    return "has_attachments" in row
 
 
 async def extras(conn: Conn, message_ids: Sequence[int]) -> list[MessageExtrasRow]:

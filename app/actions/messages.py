@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 
@@ -50,7 +50,7 @@ from storage import users as user_storage
 from storage.blobs import BlobStore
 from storage.db import Conn, connection
 from storage.messages import MessageQuery, Recipient
-from storage.rows import MentionableUserRow, NewMessageRow
+from storage.rows import MentionableUserRow, MessageExtrasRow, NewMessageRow
 
 # What `message[message_type]` may say through the API (thanks and the like are made by their
 # own actions, which pass their type to create_message).
@@ -111,7 +111,7 @@ async def load_feed(
     """Everything the messages `rows` show, whatever their number: one query each for shared
     messages, comments (with their recipients, tags and whether they have attachments), likes
     (of messages and comments), the messages' extras (recipients, tags, poll ids, whether they
-    have attachments), users, groups, external resources, attachments (of messages and
+    have attachments; not for rows that carry them, as a page's do), users, groups, external resources, attachments (of messages and
     comments at once) and polls; then the thanks announcements among them
     (app.actions.thanks_extensions: four queries when there are thanks messages). The queries
     with nothing to read are not run (no shared message, no link, no group, no attachment, no
@@ -136,7 +136,12 @@ async def load_feed(
         conn, viewer.id, ids, comment_ids,
         per_message=limits.likes, per_comment=limits.comment_likes,
     )
-    extras = await message_storage.extras(conn, every_ids)
+    # a page's rows carry their extras (storage.messages.PAGE_EXTRAS); the others (shared
+    # messages, a message read alone) are read here
+    carried = {r["id"]: cast("MessageExtrasRow", r) for r in rows
+               if message_storage.has_extras(r)}
+    extras = [*carried.values(), *await message_storage.extras(
+        conn, [i for i in every_ids if i not in carried])]
 
     user_ids = {r["user_id"] for r in every}
     user_ids.update(c["user_id"] for c in comments)

@@ -668,7 +668,9 @@ async def test_list_query_count_does_not_grow_with_the_page(
     query_log.reset()
     many = await admin.api.get("/api/messages", params={
         "per_page": 500, "comments_limit": 5, "likes_limit": 5})
-    assert len(query_log) == small
+    # one fewer for the whole page: every shared message is on it, and a page's rows carry
+    # their extras (the shared message of page 1 alone is not on it: its extras are read)
+    assert len(query_log) == small - 1
     assert len(one.json["messages"]) == 1 and len(many.json["messages"]) == 24
     assert sum(len(m["comments"]) for m in many.json["messages"]) == 36
     for path in (f"/api/groups/{group_id}/messages", f"/api/users/{people[0].id}/messages",

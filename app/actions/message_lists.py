@@ -21,7 +21,7 @@ from storage import external_systems
 from storage import messages as message_storage
 from storage import streams as stream_storage
 from storage import topics as topic_storage
-from storage.db import Conn, connection
+from storage.db import Conn
 from storage.messages import MessageQuery as MessageQuery  # the views build scopes with it
 
 COMPANY = MessageQuery(stream="company")
@@ -52,22 +52,23 @@ async def stream_query(conn: Conn, viewer: Viewer, stream_id: int) -> MessageQue
 async def open_stream(
     pool: asyncpg.Pool, viewer: Viewer, stream_id: int, *, mark_read: bool
 ) -> asyncpg.Record:
-    """One of the viewer's streams (NotFound otherwise); `mark_read`: read up to now."""
+    """One of the viewer's streams (NotFound otherwise); `mark_read`: read up to now, by the
+    statement that finds it (its row as found)."""
     if not mark_read:
         return await access_stream(pool, viewer, stream_id)
-    async with connection(pool) as conn:  # the access check and the mark
-        stream = await access_stream(conn, viewer, stream_id)
-        await write_one(conn, viewer.community_id, stream_storage.marking_read(
-            viewer.community_id, viewer.id, stream["id"]), private_to=())
-    return stream
+    rows = await write_one(pool, viewer.community_id, stream_storage.by_id_marking_read(
+        viewer.community_id, viewer.id, viewer.is_external, stream_id), private_to=())
+    if not rows:
+        raise NotFound("Stream not found")  # as access_stream
+    return rows[0]
 
 
 async def mark_home_read(conn: asyncpg.Connection, viewer: Viewer) -> int:
     """Mark the viewer's Home read; answers their count of groups, read by the same statement
     (the plan of the Home page read next on `conn` depends on it: an `Opening` of
     app.actions.messages.list_messages)."""
-    rows = await write_one(conn, viewer.community_id, stream_storage.marking_kind_read(
-        viewer.community_id, viewer.id, "home", count_groups=True), private_to=())
+    rows = await write_one(conn, viewer.community_id, stream_storage.marking_home_read(
+        viewer.community_id, viewer.id), private_to=())
     return int(rows[0][0])
 
 
@@ -78,11 +79,11 @@ async def open_group(
     its stream is read up to now."""
     if not mark_read:
         await _readable_group(pool, viewer, group_id)
-    else:
-        async with connection(pool) as conn:  # the access check and the mark
-            await _readable_group(conn, viewer, group_id)
-            await write_one(conn, viewer.community_id, stream_storage.marking_group_read(
-                viewer.community_id, viewer.id, group_id), private_to=())
+        return MessageQuery(group_id=group_id)
+    rows = await write_one(pool, viewer.community_id, stream_storage.group_marking_read(
+        viewer.community_id, viewer.id, viewer.is_external, group_id), private_to=())
+    if not rows or not rows[0]["readable"]:
+        raise NotFound("Group not found")  # as _readable_group
     return MessageQuery(group_id=group_id)
 
 

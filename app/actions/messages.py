@@ -111,9 +111,10 @@ async def load_feed(
     """Everything the messages `rows` show, whatever their number: one query each for shared
     messages, comments (with their recipients, tags and whether they have attachments), likes
     (of messages and comments), the messages' extras (recipients, tags, poll ids, whether they
-    have attachments; not for rows that carry them, as a page's do), users, groups, external resources, attachments (of messages and
-    comments at once) and polls; then the thanks announcements among them
-    (app.actions.thanks_extensions: four queries when there are thanks messages). The queries
+    have attachments; not for rows that carry them, as a page's do), users, groups, external
+    resources, attachments (of messages and comments at once) and polls; then the thanks
+    announcements among them (app.actions.thanks_extensions: four queries when there are
+    thanks messages). The queries
     with nothing to read are not run (no shared message, no link, no group, no attachment, no
     poll, no thanks...)."""
     data = FeedData(base, viewer)

@@ -128,7 +128,7 @@ async def test_post_remark_comment_like_statements(world: World, query_log: Quer
 HOME_PAGE_STATEMENTS = 8
 # A stream's or a group's first page (12 before): the viewer, the stream (or group) checked, its
 # marking read (one statement), then the page and its reads as Home's (no group count).
-STREAM_PAGE_STATEMENTS = 9
+STREAM_PAGE_STATEMENTS = 8
 
 
 async def test_get_messages_statements(world: World, query_log: QueryLog) -> None:

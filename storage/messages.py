@@ -23,6 +23,7 @@ from storage.db import Conn
 from storage.group_visibility import listed_sql, readable_sql
 from storage.groups import SHORT_COLUMNS as GROUP_SHORT_COLUMNS
 from storage.rows import (
+    FeedGroupRow,
     MentionableUserRow,
     MessageExtrasRow,
     MessageRow,
@@ -285,8 +286,12 @@ WHERE r.message_id IS NOT NULL OR t.message_id IS NOT NULL OR p.id IS NOT NULL
 # EXTRAS' columns on each row of a page (`MessageQuery.build`), so that the page needs no
 # statement of its own for them: correlated to the message `m`, each an index probe (the page
 # has per_page + 1 rows); `rx` is a lateral join (one read of the recipients for both arrays).
-# Same values as EXTRAS' (a message with none: NULL recipients, empty tags).
-PAGE_EXTRAS = """
+# Same values as EXTRAS' (a message with none: NULL recipients, empty tags). Then the GROUPS
+# columns of the message's group that the row lacks (`page_group`), so that a page whose groups
+# are all its messages' own reads no group.
+PAGE_EXTRAS = f"""
+g.name AS group_name, g.groupname AS group_groupname, g.chat_enabled AS group_chat_enabled,
+g.avatar_id AS group_avatar_id, {listed_sql("g", "$2", "$3")} AS group_listed,
 rx.user_ids AS recipient_user_ids, rx.group_ids AS recipient_group_ids,
 ARRAY(SELECT t.name FROM message_topics mt JOIN topics t ON t.id = mt.topic_id
       WHERE mt.message_id = m.id AND mt.comment_id IS NULL ORDER BY t.name) AS tag_names,
@@ -810,8 +815,20 @@ async def recipients(conn: Conn, message_ids: Sequence[int]) -> list[asyncpg.Rec
 
 
 def has_extras(row: asyncpg.Record) -> bool:
-    """Whether a message row carries its EXTRAS columns (a page's rows do: PAGE_EXTRAS)."""
+    """Whether a message row carries its EXTRAS columns and its group's (a page's rows do:
+    PAGE_EXTRAS)."""
     return "has_attachments" in row
+
+
+def page_group(row: asyncpg.Record) -> FeedGroupRow:
+    """The GROUPS row of the group of a message row that `has_extras` (and a group)."""
+    return {
+        "id": row["group_id"], "name": row["group_name"], "groupname": row["group_groupname"],
+        "permission": row["group_permission"], "chat_enabled": row["group_chat_enabled"],
+        "post_enabled": row["group_post_enabled"], "avatar_id": row["group_avatar_id"],
+        "state": row["group_state"], "viewer_role": row["viewer_group_role"],
+        "listed": row["group_listed"],
+    }
 
 
 async def extras(conn: Conn, message_ids: Sequence[int]) -> list[MessageExtrasRow]:

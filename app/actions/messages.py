@@ -170,8 +170,13 @@ async def load_feed(
     resource_ids.update(i for c in comments for i in c["external_resource_ids"] or ())
 
     users = await user_storage.embedded_by_ids(conn, cid, list(user_ids))
-    groups = await message_storage.groups(conn, cid, viewer.id, viewer.is_external,
-                                          list(group_ids))
+    # a page's rows carry their group (storage.messages.page_group): read only the others
+    # (groups addressed elsewhere, shared messages' groups)
+    groups: list[Any] = [message_storage.page_group(r) for r in rows
+                         if r["group_id"] is not None and message_storage.has_extras(r)]
+    carried_groups = {g["id"] for g in groups}
+    groups += await message_storage.groups(conn, cid, viewer.id, viewer.is_external,
+                                           [g for g in group_ids if g not in carried_groups])
     resources = await message_storage.resources(conn, cid, list(resource_ids))
     attachments: Rendered = {}
     media: Rendered = {}

@@ -22,7 +22,7 @@ whatever json codecs the pool installs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -104,6 +104,12 @@ INSERT INTO realtime_events_staged (community_id, channels, names, datas, versio
 VALUES ($1, $2::text[], $3::text[], $4::text[], $5::bigint[]) RETURNING id
 """
 
+# STAGE_EVENTS with no event, as a CTE that `staging_versions` puts in front of another
+# statement; {c} and {v} are its placeholders (the community, the versions).
+STAGE_VERSIONS_CTE = """staged_versions AS (
+    INSERT INTO realtime_events_staged (community_id, channels, names, datas, versions)
+    VALUES ({c}, '{{}}', '{{}}', '{{}}', {v}::bigint[]))"""
+
 MAX_ID = 2**63 - 1
 NOTICE_PREFIX = "commons-realtime-events "
 
@@ -145,6 +151,44 @@ async def stage_events(
     staged = await conn.fetchval(STAGE_EVENTS, community_id, *_columns(events), list(versions))
     if events:
         ids.expect(int(staged), community_id, events)
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One SQL statement and its arguments, for a caller that runs it as a whole unit of work
+    (app.actions.work.write_one)."""
+
+    sql: str
+    args: tuple[Any, ...] = field(default=())
+
+
+def staging_versions(sql: str, first_param: int) -> str:
+    """`sql` with STAGE_VERSIONS_CTE in front: the same statement also stages the content
+    versions its commit bumps (placeholders $first_param, the community, and the next one, the
+    versions). Data-modifying CTEs run once and to completion whatever the statement reads, and
+    the staged row's deferred trigger (migrations 0019, 0020) fires at the statement's commit,
+    the implicit one in autocommit. `sql` may itself start with WITH (not WITH RECURSIVE)."""
+    cte = STAGE_VERSIONS_CTE.format(c=f"${first_param}", v=f"${first_param + 1}")
+    body = sql.lstrip()
+    head = body[:5].upper()
+    if head.startswith("WITH") and head[4:5].isspace():
+        rest = body[4:].lstrip()
+        if rest[:9].upper() == "RECURSIVE":
+            raise ValueError("staging_versions does not take WITH RECURSIVE")
+        return f"WITH {cte},\n{rest}"
+    return f"WITH {cte}\n{body}"
+
+
+async def run_staging_versions(
+    conn: asyncpg.Connection | asyncpg.Pool, community_id: int, statement: Statement,
+    versions: Sequence[int],
+) -> list[asyncpg.Record]:
+    """Run `statement`, staging `versions` (content_versions rows of `community_id`, bumped at
+    its commit) in the same statement; with none, the statement as it is."""
+    if not versions:
+        return await conn.fetch(statement.sql, *statement.args)
+    sql = staging_versions(statement.sql, len(statement.args) + 1)
+    return await conn.fetch(sql, *statement.args, community_id, list(versions))
 
 
 class EventIds:

@@ -23,6 +23,7 @@ from storage.db import Conn
 from storage.group_visibility import listed_sql, readable_sql
 from storage.groups import SHORT_COLUMNS as GROUP_SHORT_COLUMNS
 from storage.rows import (
+    FeedGroupRow,
     MentionableUserRow,
     MessageExtrasRow,
     MessageRow,
@@ -281,6 +282,28 @@ LEFT JOIN r ON r.message_id = m.id LEFT JOIN t ON t.message_id = m.id
 LEFT JOIN p ON p.message_id = m.id LEFT JOIN a ON a.message_id = m.id
 WHERE r.message_id IS NOT NULL OR t.message_id IS NOT NULL OR p.id IS NOT NULL
    OR a.message_id IS NOT NULL
+"""
+# EXTRAS' columns on each row of a page (`MessageQuery.build`), so that the page needs no
+# statement of its own for them: correlated to the message `m`, each an index probe (the page
+# has per_page + 1 rows); `rx` is a lateral join (one read of the recipients for both arrays).
+# Same values as EXTRAS' (a message with none: NULL recipients, empty tags). Then the GROUPS
+# columns of the message's group that the row lacks (`page_group`), so that a page whose groups
+# are all its messages' own reads no group.
+PAGE_EXTRAS = f"""
+g.name AS group_name, g.groupname AS group_groupname, g.chat_enabled AS group_chat_enabled,
+g.avatar_id AS group_avatar_id, {listed_sql("g", "$2", "$3")} AS group_listed,
+rx.user_ids AS recipient_user_ids, rx.group_ids AS recipient_group_ids,
+ARRAY(SELECT t.name FROM message_topics mt JOIN topics t ON t.id = mt.topic_id
+      WHERE mt.message_id = m.id AND mt.comment_id IS NULL ORDER BY t.name) AS tag_names,
+(SELECT p.id FROM polls p WHERE p.message_id = m.id) AS poll_id,
+EXISTS (SELECT 1 FROM attachments a WHERE a.subject_type = 'message' AND a.subject_id = m.id)
+    AS has_attachments
+"""
+PAGE_EXTRAS_JOIN = """
+LEFT JOIN LATERAL (
+    SELECT array_agg(r.user_id ORDER BY r.position, r.id) AS user_ids,
+           array_agg(r.group_id ORDER BY r.position, r.id) AS group_ids
+    FROM message_recipients r WHERE r.message_id = m.id AND r.comment_id IS NULL) rx ON true
 """
 RESOURCES = """
 SELECT id, url, title, description, resource_type, oembed FROM external_resources
@@ -602,8 +625,8 @@ class MessageQuery:
         sql = (
             f"{head}page AS (\nSELECT p.* FROM ({ranked}) p\nORDER BY {order}\n"
             f"OFFSET {param(offset)} LIMIT {param(limit)})\n"
-            f"SELECT {ROW} FROM page p JOIN messages m ON m.id = p.id\n"
-            f"LEFT JOIN groups g ON g.id = m.group_id\nORDER BY {order}"
+            f"SELECT {ROW}, {PAGE_EXTRAS} FROM page p JOIN messages m ON m.id = p.id\n"
+            f"LEFT JOIN groups g ON g.id = m.group_id{PAGE_EXTRAS_JOIN}ORDER BY {order}"
         )
         return sql, args
 
@@ -639,9 +662,14 @@ async def list_page(
     *,
     offset: int,
     limit: int,
+    home_groups: int | None = None,
 ) -> list[MessageRow]:
-    groups = (await home_group_count(conn, community_id, viewer_id)
-              if query.merges_home else None)
+    """A page of `query`. `home_groups`: the viewer's count of groups when the caller has just
+    read it (`home_group_count`, or a statement that also answers it); a Home page reads it
+    otherwise."""
+    groups = home_groups
+    if groups is None and query.merges_home:
+        groups = await home_group_count(conn, community_id, viewer_id)
     sql, args = query.build(offset, limit, groups)
     return cast("list[MessageRow]", await conn.fetch(sql, community_id, viewer_id, external, *args))
 
@@ -784,6 +812,23 @@ async def clear_comment_recipients(conn: asyncpg.Connection, comment_id: int) ->
 async def recipients(conn: Conn, message_ids: Sequence[int]) -> list[asyncpg.Record]:
     """Message-level recipients of these messages, in order."""
     return await conn.fetch(RECIPIENTS, list(message_ids))
+
+
+def has_extras(row: asyncpg.Record) -> bool:
+    """Whether a message row carries its EXTRAS columns and its group's (a page's rows do:
+    PAGE_EXTRAS)."""
+    return "has_attachments" in row
+
+
+def page_group(row: asyncpg.Record) -> FeedGroupRow:
+    """The GROUPS row of the group of a message row that `has_extras` (and a group)."""
+    return {
+        "id": row["group_id"], "name": row["group_name"], "groupname": row["group_groupname"],
+        "permission": row["group_permission"], "chat_enabled": row["group_chat_enabled"],
+        "post_enabled": row["group_post_enabled"], "avatar_id": row["group_avatar_id"],
+        "state": row["group_state"], "viewer_role": row["viewer_group_role"],
+        "listed": row["group_listed"],
+    }
 
 
 async def extras(conn: Conn, message_ids: Sequence[int]) -> list[MessageExtrasRow]:

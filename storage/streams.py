@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncpg
 
 from storage.db import Conn
+from storage.events import Statement
 from storage.group_visibility import readable_sql
-from storage.messages import STREAM_KINDS, latest_sql
+from storage.messages import GROUP_FOR_POSTING, HOME_GROUP_COUNT, STREAM_KINDS, latest_sql
 
 SYSTEM_NAMES = {
     "home": "Home",
@@ -77,28 +78,44 @@ WHERE s.community_id = $1 AND s.id = $4
        OR (s.kind = 'group' AND {readable_sql("sg", "$2", "$3")}))
 """
 
-MARK_READ = """
-INSERT INTO stream_reads (community_id, user_id, stream_id) VALUES ($1, $2, $3)
-ON CONFLICT (user_id, stream_id) DO UPDATE SET last_read_at = now()
-"""
-# Mark the viewer's system stream of kind $3 (named $4; made if missing) read.
-MARK_KIND_READ = """
+# Marking read: each a statement that is a unit of work by itself (app.actions.work.write_one).
+# The viewer's Home (made if missing) marked read, answering the viewer's count of groups
+# (storage.messages.HOME_GROUP_COUNT): what the plan of the Home page read next depends on,
+# without a statement of its own.
+MARK_HOME_READ = f"""
 WITH made AS (
-    INSERT INTO streams (community_id, kind, user_id, name) VALUES ($1, $3, $2, $4)
+    INSERT INTO streams (community_id, kind, user_id, name) VALUES ($1, 'home', $2, $3)
     ON CONFLICT (user_id, kind) WHERE user_id IS NOT NULL AND kind <> 'custom' DO NOTHING
     RETURNING id
 ), target AS (
     SELECT id FROM made
-    UNION ALL SELECT s.id FROM streams s WHERE s.user_id = $2 AND s.kind = $3
+    UNION ALL SELECT s.id FROM streams s WHERE s.user_id = $2 AND s.kind = 'home'
+), marked AS (
+    INSERT INTO stream_reads (community_id, user_id, stream_id)
+    SELECT $1, $2, id FROM target LIMIT 1
+    ON CONFLICT (user_id, stream_id) DO UPDATE SET last_read_at = now()
 )
-INSERT INTO stream_reads (community_id, user_id, stream_id)
-SELECT $1, $2, id FROM target LIMIT 1
-ON CONFLICT (user_id, stream_id) DO UPDATE SET last_read_at = now()
+{HOME_GROUP_COUNT.strip()}
 """
-MARK_GROUP_READ = """
-INSERT INTO stream_reads (community_id, user_id, stream_id)
-SELECT $1, $2, s.id FROM streams s WHERE s.group_id = $3 AND s.kind = 'group'
-ON CONFLICT (user_id, stream_id) DO UPDATE SET last_read_at = now()
+# BY_ID, the stream found marked read by the same statement (its row as found, last_read_at
+# from before).
+BY_ID_MARKING_READ = f"""
+WITH found AS ({BY_ID.strip()}), marked AS (
+    INSERT INTO stream_reads (community_id, user_id, stream_id) SELECT $1, $2, id FROM found
+    ON CONFLICT (user_id, stream_id) DO UPDATE SET last_read_at = now()
+)
+SELECT * FROM found
+"""
+# storage.messages.GROUP_FOR_POSTING, the group's stream marked read by the same statement when
+# the viewer may read the group.
+GROUP_MARKING_READ = f"""
+WITH found AS ({GROUP_FOR_POSTING.strip()}), marked AS (
+    INSERT INTO stream_reads (community_id, user_id, stream_id)
+    SELECT $1, $2, s.id FROM found JOIN streams s ON s.group_id = found.id AND s.kind = 'group'
+    WHERE found.readable
+    ON CONFLICT (user_id, stream_id) DO UPDATE SET last_read_at = now()
+)
+SELECT * FROM found
 """
 
 IS_GROUP_MEMBER_ANYWHERE = """
@@ -135,16 +152,26 @@ async def by_id(
     )
 
 
-async def mark_read(conn: Conn, community_id: int, viewer_id: int, stream_id: int) -> None:
-    await conn.execute(MARK_READ, community_id, viewer_id, stream_id)
+def by_id_marking_read(
+    community_id: int, viewer_id: int, external: bool, stream_id: int
+) -> Statement:
+    """`by_id`'s row (none: not a stream the viewer may read), the stream marked read."""
+    return Statement(BY_ID_MARKING_READ, (community_id, viewer_id, external, stream_id,
+                                          list(kinds_for(external))))
 
 
-async def mark_kind_read(conn: Conn, community_id: int, viewer_id: int, kind: str) -> None:
-    await conn.execute(MARK_KIND_READ, community_id, viewer_id, kind, SYSTEM_NAMES[kind])
+def group_marking_read(
+    community_id: int, viewer_id: int, external: bool, group_id: int
+) -> Statement:
+    """storage.messages.group_for_posting's row (none: no such group), the group's stream
+    marked read when the row is `readable`."""
+    return Statement(GROUP_MARKING_READ, (community_id, viewer_id, external, group_id))
 
 
-async def mark_group_read(conn: Conn, community_id: int, viewer_id: int, group_id: int) -> None:
-    await conn.execute(MARK_GROUP_READ, community_id, viewer_id, group_id)
+def marking_home_read(community_id: int, viewer_id: int) -> Statement:
+    """Mark the viewer's Home read (made if missing). Its one row: the viewer's count of groups
+    (what `storage.messages.list_page` takes as `home_groups`)."""
+    return Statement(MARK_HOME_READ, (community_id, viewer_id, SYSTEM_NAMES["home"]))
 
 
 async def belongs_to_a_group(conn: Conn, community_id: int, viewer_id: int) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 
 from app.access import access_stream
-from app.actions.work import work
+from app.actions.work import write_one
 from app.context import Viewer
 from app.errors import NotFound
 from storage import external_systems
@@ -44,23 +44,32 @@ async def stream_query(conn: Conn, viewer: Viewer, stream_id: int) -> MessageQue
     return query_of_stream(await access_stream(conn, viewer, stream_id))
 
 
+# Marking a stream read is a unit of work of one statement (`write_one`: autocommit, no BEGIN
+# or COMMIT) that bumps no version: a stream's read state shows in GET /api/streams only, which
+# polls no ETag (docs/polling.md).
+
+
 async def open_stream(
     pool: asyncpg.Pool, viewer: Viewer, stream_id: int, *, mark_read: bool
 ) -> asyncpg.Record:
-    """One of the viewer's streams (NotFound otherwise); `mark_read`: read up to now."""
+    """One of the viewer's streams (NotFound otherwise); `mark_read`: read up to now, by the
+    statement that finds it (its row as found)."""
     if not mark_read:
         return await access_stream(pool, viewer, stream_id)
-    async with work(pool, None, viewer.community_id) as w:
-        w.private_to()  # a stream's read state shows in GET /api/streams only, no polled list
-        stream = await access_stream(w.conn, viewer, stream_id)
-        await stream_storage.mark_read(w.conn, viewer.community_id, viewer.id, stream["id"])
-    return stream
+    rows = await write_one(pool, viewer.community_id, stream_storage.by_id_marking_read(
+        viewer.community_id, viewer.id, viewer.is_external, stream_id), private_to=())
+    if not rows:
+        raise NotFound("Stream not found")  # as access_stream
+    return rows[0]
 
 
-async def mark_home_read(pool: asyncpg.Pool, viewer: Viewer) -> None:
-    async with work(pool, None, viewer.community_id) as w:
-        w.private_to()  # as in open_stream
-        await stream_storage.mark_kind_read(w.conn, viewer.community_id, viewer.id, "home")
+async def mark_home_read(conn: asyncpg.Connection, viewer: Viewer) -> int:
+    """Mark the viewer's Home read; answers their count of groups, read by the same statement
+    (the plan of the Home page read next on `conn` depends on it: an `Opening` of
+    app.actions.messages.list_messages)."""
+    rows = await write_one(conn, viewer.community_id, stream_storage.marking_home_read(
+        viewer.community_id, viewer.id), private_to=())
+    return int(rows[0][0])
 
 
 async def open_group(
@@ -70,12 +79,11 @@ async def open_group(
     its stream is read up to now."""
     if not mark_read:
         await _readable_group(pool, viewer, group_id)
-    else:
-        async with work(pool, None, viewer.community_id) as w:
-            w.private_to()  # as in open_stream
-            await _readable_group(w.conn, viewer, group_id)
-            await stream_storage.mark_group_read(w.conn, viewer.community_id, viewer.id,
-                                                 group_id)
+        return MessageQuery(group_id=group_id)
+    rows = await write_one(pool, viewer.community_id, stream_storage.group_marking_read(
+        viewer.community_id, viewer.id, viewer.is_external, group_id), private_to=())
+    if not rows or not rows[0]["readable"]:
+        raise NotFound("Group not found")  # as _readable_group
     return MessageQuery(group_id=group_id)
 
 

@@ -19,9 +19,9 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 
@@ -50,7 +50,7 @@ from storage import users as user_storage
 from storage.blobs import BlobStore
 from storage.db import Conn, connection
 from storage.messages import MessageQuery, Recipient
-from storage.rows import MentionableUserRow, NewMessageRow
+from storage.rows import MentionableUserRow, MessageExtrasRow, NewMessageRow
 
 # What `message[message_type]` may say through the API (thanks and the like are made by their
 # own actions, which pass their type to create_message).
@@ -111,9 +111,10 @@ async def load_feed(
     """Everything the messages `rows` show, whatever their number: one query each for shared
     messages, comments (with their recipients, tags and whether they have attachments), likes
     (of messages and comments), the messages' extras (recipients, tags, poll ids, whether they
-    have attachments), users, groups, external resources, attachments (of messages and
-    comments at once) and polls; then the thanks announcements among them
-    (app.actions.thanks_extensions: four queries when there are thanks messages). The queries
+    have attachments; not for rows that carry them, as a page's do), users, groups, external
+    resources, attachments (of messages and comments at once) and polls; then the thanks
+    announcements among them (app.actions.thanks_extensions: four queries when there are
+    thanks messages). The queries
     with nothing to read are not run (no shared message, no link, no group, no attachment, no
     poll, no thanks...)."""
     data = FeedData(base, viewer)
@@ -136,7 +137,12 @@ async def load_feed(
         conn, viewer.id, ids, comment_ids,
         per_message=limits.likes, per_comment=limits.comment_likes,
     )
-    extras = await message_storage.extras(conn, every_ids)
+    # a page's rows carry their extras (storage.messages.PAGE_EXTRAS); the others (shared
+    # messages, a message read alone) are read here
+    carried = {r["id"]: cast("MessageExtrasRow", r) for r in rows
+               if message_storage.has_extras(r)}
+    extras = [*carried.values(), *await message_storage.extras(
+        conn, [i for i in every_ids if i not in carried])]
 
     user_ids = {r["user_id"] for r in every}
     user_ids.update(c["user_id"] for c in comments)
@@ -164,8 +170,13 @@ async def load_feed(
     resource_ids.update(i for c in comments for i in c["external_resource_ids"] or ())
 
     users = await user_storage.embedded_by_ids(conn, cid, list(user_ids))
-    groups = await message_storage.groups(conn, cid, viewer.id, viewer.is_external,
-                                          list(group_ids))
+    # a page's rows carry their group (storage.messages.page_group): read only the others
+    # (groups addressed elsewhere, shared messages' groups)
+    groups: list[Any] = [message_storage.page_group(r) for r in rows
+                         if r["group_id"] is not None and message_storage.has_extras(r)]
+    carried_groups = {g["id"] for g in groups}
+    groups += await message_storage.groups(conn, cid, viewer.id, viewer.is_external,
+                                           [g for g in group_ids if g not in carried_groups])
     resources = await message_storage.resources(conn, cid, list(resource_ids))
     attachments: Rendered = {}
     media: Rendered = {}
@@ -259,6 +270,12 @@ class MessagePage:
     next_page: int | None
 
 
+Opening = Callable[[asyncpg.Connection, Viewer], Awaitable[int | None]]
+"""A step a list runs before its page, on the connection the page is read on (marking its
+stream read: app.actions.message_lists.mark_home_read). It may answer the viewer's count of
+groups, read by its own statement, which a Home page then does not read again."""
+
+
 async def list_messages(
     pool: asyncpg.Pool,
     viewer: Viewer,
@@ -268,14 +285,16 @@ async def list_messages(
     page: int,
     per_page: int,
     limits: Limits = Limits(),
+    opening: Opening | None = None,
 ) -> MessagePage:
     """The message list loader: a page of what `query` selects among what the viewer may read,
     newest interaction first, rendered. Reads per_page + 1 rows to know whether a next page
-    exists."""
+    exists. `opening` runs first, on the same connection (one pool acquire per page)."""
     async with connection(pool) as conn:
+        home_groups = None if opening is None else await opening(conn, viewer)
         rows = await message_storage.list_page(
             conn, viewer.community_id, viewer.id, viewer.is_external, query,
-            offset=(page - 1) * per_page, limit=per_page + 1,
+            offset=(page - 1) * per_page, limit=per_page + 1, home_groups=home_groups,
         )
         more = len(rows) > per_page
         rows = rows[:per_page]

@@ -22,12 +22,17 @@ The same COMMIT bumps the content versions behind the polled lists' ETags (stora
 docs/polling.md): the community's content version, unless the action said its change is seen
 only by some users (`w.private_to(viewer.id)`: their own versions instead). Forgetting to say
 so only costs 304s, never correctness.
+
+A write with no event, no after-commit step and one statement needs none of that machinery:
+`write_one` runs it in autocommit (one statement is atomic by itself), its content versions
+staged by the same statement, so the same trigger bumps them at its implicit commit. No BEGIN,
+no COMMIT, and it runs on whatever connection the caller already holds.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager
 from typing import Protocol
 
@@ -35,6 +40,7 @@ import asyncpg
 
 from realtime.events import Event, NewEvent
 from storage import events as event_store
+from storage.events import Statement
 from storage.versions import COMMUNITY
 
 log = logging.getLogger("commons.work")
@@ -83,9 +89,7 @@ class Work:
 
     def versions(self) -> list[int]:
         """The content_versions rows this unit bumps at its commit."""
-        if self._private is None or self._public:
-            return [COMMUNITY, *sorted(self._private or ())]
-        return sorted(self._private)
+        return _versions(self._private, public=self._public)
 
     def emit(self, *events: NewEvent) -> None:
         """Queue events: stored last in the transaction (in emit order), numbered at commit,
@@ -107,6 +111,32 @@ class Work:
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("this unit of work is already finished")
+
+
+def _versions(private: Collection[int] | None, *, public: bool = False) -> list[int]:
+    if private is None or public:
+        return [COMMUNITY, *sorted(set(private or ()))]
+    return sorted(set(private))
+
+
+async def write_one(
+    conn: asyncpg.Connection | asyncpg.Pool,
+    community_id: int,
+    statement: Statement,
+    *,
+    private_to: Collection[int] | None = None,
+) -> list[asyncpg.Record]:
+    """A unit of work that is one statement with no event (and nothing to run after it): run
+    in autocommit, it is atomic by itself, and the content versions it bumps are staged by the
+    same statement (storage.events.staging_versions), bumped at its commit as `work()` bumps
+    them. `private_to` says what `Work.private_to` says (None: the community's content
+    version; no user: none). Its rows are the statement's. Outside a transaction on `conn`
+    (inside one, it would be part of that transaction, committed or rolled back with it)."""
+    in_transaction = getattr(conn, "is_in_transaction", None)  # a pool has none
+    if in_transaction is not None and in_transaction():
+        raise RuntimeError("write_one is a unit of work of its own: not inside a transaction")
+    return await event_store.run_staging_versions(
+        conn, community_id, statement, _versions(private_to))
 
 
 @asynccontextmanager

@@ -235,20 +235,21 @@ async def list_messages(request: web.Request) -> web.Response:
     elif query.user_id is not None or query.external_system_id is not None:
         scope = lists.EVERYTHING
     else:
-        scope = lists.HOME
-        if first:
-            await lists.mark_home_read(pool, viewer)
+        # page 1 marks Home read, on the page's connection, before the page is read
+        return await _respond_with(request, query, lists.HOME, _narrowing(query),
+                                   opening=lists.mark_home_read if first else None)
     return await _respond_with(request, query, scope, _narrowing(query))
 
 
 async def _respond_with(
-    request: web.Request, query: MessageListQuery, scope: MessageQuery, extra: dict[str, Any]
+    request: web.Request, query: MessageListQuery, scope: MessageQuery, extra: dict[str, Any],
+    *, opening: actions.Opening | None = None,
 ) -> web.Response:
     page = query.paging
     result = await actions.list_messages(
         pool_of(request), viewer_of(request), community_of(request).base_url,
         _narrowed(scope, query, **extra), page=page.page, per_page=page.per_page,
-        limits=limits_of(query),
+        limits=limits_of(query), opening=opening,
     )
     return json_response({"messages": result.messages, "messages_next_page": result.next_page})
 

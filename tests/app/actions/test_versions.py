@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
+import asyncpg
 import pytest
 
-from app.actions.work import work
+from app.actions.work import work, write_one
 from storage import users, versions
+from storage.events import Statement, staging_versions
 from tests.support import World
 
 
@@ -44,6 +46,49 @@ async def test_private_to_bumps_only_those_users(world: World) -> None:
         w.private_to(bob.id)
         w.public()  # a change every viewer sees, after all
     assert await read(world, cid, bob.id) == (bob_before[0] + 1, bob_before[1] + 2)
+
+
+async def test_a_unit_of_one_statement_bumps_what_a_unit_of_work_would(world: World) -> None:
+    """`write_one`: one statement in autocommit, its versions staged by itself and bumped at
+    its implicit commit, the same rows as `work()` with the same `private_to`."""
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    cid = admin.community.id
+    admin_before, bob_before = await read(world, cid, admin.id), await read(world, cid, bob.id)
+    # a statement with CTEs of its own: the staged row is one more of them
+    set_title = Statement(
+        "WITH u AS (UPDATE users SET title = $2 WHERE id = $1 RETURNING id) SELECT count(*) "
+        "FROM u", (bob.id, "Chief"))
+    rows = await write_one(world.pool, cid, set_title)
+    assert rows[0][0] == 1
+    assert await world.pool.fetchval("SELECT title FROM users WHERE id = $1", bob.id) == "Chief"
+    assert await read(world, cid, bob.id) == (bob_before[0] + 1, bob_before[1])
+    await write_one(world.pool, cid, Statement("SELECT $1::int", (1,)), private_to=[bob.id])
+    assert await read(world, cid, bob.id) == (bob_before[0] + 1, bob_before[1] + 1)
+    await write_one(world.pool, cid, Statement("SELECT 1"), private_to=())
+    assert await read(world, cid, bob.id) == (bob_before[0] + 1, bob_before[1] + 1)
+    assert await read(world, cid, admin.id) == (admin_before[0] + 1, admin_before[1])
+    assert await world.pool.fetchval("SELECT count(*) FROM realtime_events_staged") == 0
+    # atomic: a statement that fails changes nothing and bumps nothing
+    with pytest.raises(asyncpg.PostgresError):
+        await write_one(world.pool, cid, Statement(
+            "WITH u AS (UPDATE users SET title = 'x' WHERE id = $1) SELECT 1 / 0", (bob.id,)))
+    assert await world.pool.fetchval("SELECT title FROM users WHERE id = $1", bob.id) == "Chief"
+    assert await read(world, cid, bob.id) == (bob_before[0] + 1, bob_before[1] + 1)
+    # it is a unit of work of its own, never a part of another transaction
+    async with world.pool.acquire() as conn, conn.transaction():
+        with pytest.raises(RuntimeError):
+            await write_one(conn, cid, Statement("SELECT 1"))
+
+
+def test_staging_versions_goes_in_front() -> None:
+    assert staging_versions("SELECT $1", 2).startswith("WITH staged_versions AS (")
+    assert staging_versions("SELECT $1", 2).endswith(")\nSELECT $1")
+    assert "$2, '{}', '{}', '{}', $3::bigint[]" in staging_versions("SELECT $1", 2)
+    assert staging_versions(" with a AS (SELECT 1) SELECT * FROM a", 1).endswith(
+        "),\na AS (SELECT 1) SELECT * FROM a")
+    with pytest.raises(ValueError):
+        staging_versions("WITH RECURSIVE a AS (SELECT 1) SELECT * FROM a", 1)
 
 
 async def test_a_rolled_back_unit_bumps_nothing(world: World) -> None:

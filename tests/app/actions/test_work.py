@@ -315,14 +315,16 @@ async def test_roll_back_stores_publishes_and_runs_nothing(world: World) -> None
     assert hub.published == [] and ran == []
 
 
-FORBIDDEN_IN_ACTIONS = ("transaction", "acquire", "append_events", "stage_events", "publish")
+FORBIDDEN_IN_ACTIONS = ("transaction", "acquire", "append_events", "stage_events",
+                        "run_staging_versions", "publish")
 
 
 def test_every_write_action_goes_through_the_unit_of_work() -> None:
-    """No action opens a transaction of its own, appends events or publishes: `work()` is the
-    one way in. (Creating a community opens a plain transaction: there is no community for a
-    unit of work to belong to yet, and it emits nothing. The readiness probe holds one
-    connection for its two reads: it writes nothing.)"""
+    """No action opens a transaction of its own, appends events, stages versions or publishes:
+    `work()` (or `write_one()` for a write of one statement) is the one way in. (Creating a
+    community opens a plain transaction: there is no community for a unit of work to belong to
+    yet, and it emits nothing. The readiness probe holds one connection for its two reads: it
+    writes nothing.)"""
     allowed = {"work.py"}
     offenders: list[str] = []
     for path in sorted((Path(REPO_ROOT) / "app" / "actions").glob("*.py")):

@@ -150,6 +150,15 @@ async def test_someone_elses_stream_is_404(world: World) -> None:
     assert (await other.api.get(f"/api/streams/{open_stream}/messages")).status == 404
     assert (await other.api.get("/api/streams/999999/messages")).status == 404
     assert private != public
+    # the statement that finds a stream (or group) marks it read: a 404 marks nothing
+    assert (await bob.api.get(f"/api/groups/{private}/messages")).status == 404
+    assert (await other.api.get(f"/api/groups/{public}/messages")).status == 404
+    assert (await other.api.get("/api/messages", params={"stream_id": open_stream})).status \
+        == 404
+    marked = await world.pool.fetch(
+        "SELECT user_id, stream_id FROM stream_reads WHERE stream_id = ANY($1::bigint[])",
+        [admin_home, board, open_stream])
+    assert [(r["user_id"], r["stream_id"]) for r in marked] == [(bob.id, open_stream)]
 
 
 async def test_stream_messages_query_count_is_fixed(world: World, query_log: QueryLog) -> None:

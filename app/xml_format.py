@@ -239,7 +239,9 @@ def wants_xml(request: web.Request) -> bool:
             ".json" if request.path.endswith(".json") else "")
     if suffix:
         return suffix == ".xml"
-    return _prefers_xml(request.headers.get("Accept", ""))
+    accept = request.headers.get("Accept", "")
+    # most clients send `*/*` or JSON: no XML type named, nothing to rank
+    return "xml" in accept.lower() and _prefers_xml(accept)
 
 
 @web.middleware

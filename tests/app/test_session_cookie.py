@@ -1,5 +1,6 @@
 """The session cookie's storage remembers what it decrypted (app.authentication): the same
-answer as decrypting again, for the same cookie text only, and never past the cookie's expiry."""
+answer as decrypting again, for the same cookie text only, and never past the cookie's expiry.
+And the authentication layer (app.middleware) writes a session a view changed."""
 
 from __future__ import annotations
 

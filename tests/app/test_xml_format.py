@@ -139,8 +139,8 @@ async def test_negotiation_wraps_only_a_request_that_wants_xml() -> None:
     async def handler(request: web.Request) -> web.StreamResponse:
         return json_response({"user": {"id": 1}})
 
-    def request(ext: str) -> web.Request:
-        req = make_mocked_request("GET", f"/api/userinfo{ext}")
+    def request(ext: str, accept: str = "*/*") -> web.Request:
+        req = make_mocked_request("GET", f"/api/userinfo{ext}", headers={"Accept": accept})
         info = {"_ext": ext} if ext else {}
         req._match_info = UrlMappingMatchInfo(info, handler)  # type: ignore[arg-type]
         return req
@@ -157,3 +157,11 @@ async def test_negotiation_wraps_only_a_request_that_wants_xml() -> None:
     assert response.content_type == "application/xml"
     assert isinstance(response.body, bytes)
     assert b'<id type="integer">1</id>' in response.body
+    # no suffix: the Accept header decides, in any case
+    for accept, xml in (("*/*", False), ("Application/XML", True), ("text/xml;q=0.2, */*", True),
+                        ("application/json, text/xml;q=0.5", False)):
+        by_accept = request("", accept)
+        answer = await negotiation_middleware(by_accept, handler)
+        assert by_accept[WANTS_XML] is xml, accept
+        assert isinstance(answer, web.Response)
+        assert answer.content_type == ("application/xml" if xml else "application/json")

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import asyncpg
 from aiohttp import web
-from aiohttp_session import session_middleware
 from redis.asyncio import Redis
 
 from app import metrics
@@ -121,9 +120,11 @@ def create_app(
         middlewares=[
             # observe outermost: it times and counts every answer, whatever turned it out;
             # negotiation next: it turns every JSON answer, errors included, into XML.
+            # Negotiation and uploads add no frame where they have nothing to do (a JSON
+            # answer, a request without a body); the session cookie's storage is set and
+            # saved by the authentication's layer (app/middleware.py).
             observe, negotiation_middleware, errors_middleware,
-            uploads_middleware(settings.data_dir / "uploads"), session_middleware(storage),
-            auth_middleware,
+            uploads_middleware(settings.data_dir / "uploads"), auth_middleware(storage),
         ],
         client_max_size=settings.max_upload_bytes + 1024 * 1024,
     )

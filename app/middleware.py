@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable
 import asyncpg
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.typedefs import Middleware
+from aiohttp_session import SESSION_KEY, STORAGE_KEY, AbstractStorage
 
 from app import authentication
 from app.context import COMMUNITY, REQUEST_ID, VIEWER
@@ -154,27 +156,54 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     return response
 
 
-@web.middleware
-async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if (
-        request.match_info.http_exception is not None
-        or request.path.startswith("/assets/")
-        or _marked(request, "__commons_tenantless__")
-    ):
-        return await handler(request)
-    host = request.host or ""
-    if not host or len(host) > 255:
-        raise BadRequest("Missing or invalid Host header")
-    community = await request.app[COMMUNITIES].for_host(host)
-    if community is None:
-        raise NotFound("No community is served at this address")
-    request[COMMUNITY] = community
-    if _marked(request, "__commons_public__"):
-        return await handler(request)
-    viewer = await authentication.authenticate(request, community)
-    request[VIEWER] = viewer
-    settings = request.app[SETTINGS]
-    retry = await request.app[LIMITER].hit(f"user:{viewer.id}", settings.rate_limit_requests)
-    if retry is not None:
-        raise RateLimited(retry)
-    return await handler(request)
+def auth_middleware(sessions: AbstractStorage) -> Middleware:
+    """Community, viewer and the per-user request limit; and the session cookie's storage.
+
+    The sessions are aiohttp_session's, without its middleware (one coroutine layer less on
+    every request): `get_session` finds the storage in the request, and a session a view
+    changed is written into its answer here, as that middleware would (not into an error
+    raised as an ApiError: that one leaves the session as the client sent it)."""
+
+    @web.middleware
+    async def authenticated(request: web.Request, handler: Handler) -> web.StreamResponse:
+        request[STORAGE_KEY] = sessions
+        if not (
+            request.match_info.http_exception is not None
+            or request.path.startswith("/assets/")
+            or _marked(request, "__commons_tenantless__")
+        ):
+            host = request.host or ""
+            if not host or len(host) > 255:
+                raise BadRequest("Missing or invalid Host header")
+            community = await request.app[COMMUNITIES].for_host(host)
+            if community is None:
+                raise NotFound("No community is served at this address")
+            request[COMMUNITY] = community
+            if not _marked(request, "__commons_public__"):
+                viewer = await authentication.authenticate(request, community)
+                request[VIEWER] = viewer
+                limit = request.app[SETTINGS].rate_limit_requests
+                retry = await request.app[LIMITER].hit(f"user:{viewer.id}", limit)
+                if retry is not None:
+                    raise RateLimited(retry)
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:  # a redirect, say: it carries the cookie too
+            await _save_session(request, sessions, exc)
+            raise
+        await _save_session(request, sessions, response)
+        return response
+
+    return authenticated
+
+
+async def _save_session(
+    request: web.Request, sessions: AbstractStorage, response: web.StreamResponse
+) -> None:
+    session = request.get(SESSION_KEY)
+    # a websocket or a streamed answer has no place for a cookie (aiohttp_session skips them)
+    if session is None or not session._changed or not isinstance(response, web.Response):
+        return
+    if response.prepared:
+        raise RuntimeError("Cannot save session data into prepared response")
+    await sessions.save_session(request, response, session)

@@ -272,15 +272,25 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def uploads_middleware(directory: Path) -> Middleware:
     """Spools the request's files under `directory`, and closes (so deletes) them when the
-    request ends, however it ends."""
+    request ends, however it ends.
 
-    @web.middleware
-    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    Not a coroutine: a request without a body (every GET, every 304) can spool nothing, so
+    it gets the inner handler's own awaitable back and pays no frame of this layer."""
+
+    async def spooling(request: web.Request, handler: Handler) -> web.StreamResponse:
         request[UPLOAD_DIR_KEY] = directory
         try:
             return await handler(request)
         finally:
             close_uploads(request)
+
+    @web.middleware
+    def middleware(request: web.Request, handler: Handler) -> Awaitable[web.StreamResponse]:
+        # body_exists is False only when aiohttp gave the request no body stream at all
+        # (no Content-Length, no chunked encoding): nothing there to read or spool
+        if not request.body_exists:
+            return handler(request)
+        return spooling(request, handler)
 
     return middleware
 

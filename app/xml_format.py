@@ -239,17 +239,30 @@ def wants_xml(request: web.Request) -> bool:
             ".json" if request.path.endswith(".json") else "")
     if suffix:
         return suffix == ".xml"
-    return _prefers_xml(request.headers.get("Accept", ""))
+    accept = request.headers.get("Accept", "")
+    # most clients send `*/*` or JSON: no XML type named, nothing to rank
+    return "xml" in accept.lower() and _prefers_xml(accept)
 
 
 @web.middleware
-async def negotiation_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+def negotiation_middleware(
+    request: web.Request, handler: Handler
+) -> Awaitable[web.StreamResponse]:
     """Outermost: turns every JSON answer (errors included) into XML when the client asked
-    for XML. The views and the other middlewares only ever write JSON."""
+    for XML. The views and the other middlewares only ever write JSON.
+
+    Not a coroutine: a JSON request (nearly all of them) gets the inner handler's own
+    awaitable back, so it pays no frame of this layer; only an XML one is wrapped."""
     xml = wants_xml(request)
     request[WANTS_XML] = xml
+    if not xml:
+        return handler(request)
+    return _as_xml(request, handler)
+
+
+async def _as_xml(request: web.Request, handler: Handler) -> web.StreamResponse:
     response = await handler(request)
-    if not xml or not isinstance(response, web.Response) or response.prepared:
+    if not isinstance(response, web.Response) or response.prepared:
         return response
     if response.content_type != "application/json" or not isinstance(response.body, bytes):
         return response

@@ -13,7 +13,7 @@ import asyncpg
 
 from storage import messages as message_storage
 from storage.db import Conn
-from storage.users import FULL
+from storage.users import FULL_FLAT, MANAGER_JOIN
 
 _THREADS = f"""
 FROM message_topics mt
@@ -86,7 +86,7 @@ WITH c AS (
     WHERE mt.topic_id = $4 AND m.community_id = $1 AND {message_storage.READABLE}
     GROUP BY 1
 )
-SELECT {FULL} FROM c JOIN users u ON u.id = c.user_id
+SELECT {FULL_FLAT} FROM c JOIN users u ON u.id = c.user_id {MANAGER_JOIN}
 WHERE u.community_id = $1
 ORDER BY c.n DESC, lower(u.first_name), lower(u.last_name), u.id
 OFFSET $5 LIMIT $6

@@ -16,7 +16,7 @@ from app.context import Viewer
 from app.errors import Conflict, Forbidden, Invalid, NotFound
 from app.params import Page
 from app.passwords import Passwords
-from app.render.users import embedded_user, full_user
+from app.render.users import custom_field_values, custom_fields_of, embedded_user, full_user
 from realtime.events import (
     CLOSE_CREDENTIALS_CHANGED,
     CLOSE_DEACTIVATED,
@@ -76,32 +76,43 @@ async def full_users(
     rows: Sequence[asyncpg.Record],
     base: str,
 ) -> list[dict[str, Any]]:
-    """Render FULL rows (storage.users.FULL: they carry their manager and custom field values,
-    so no query is needed); rows without those columns cost two queries for any page."""
+    """Render FULL rows (storage.users.FULL_FLAT or FULL: they carry their manager and custom
+    field values, so no query is needed); rows without those columns cost two queries for
+    any page."""
     if rows and "custom_values" not in rows[0]:
         return await _full_users_loading(conn, viewer, rows, base)
-    fields = users.MANAGER_FIELDS
+    flat = bool(rows) and "mgr_id" in rows[0]
     # A page's rows are one snapshot, where a manager reads the same on every row: each is
     # rendered once per page (a directory page often has one manager for most of its rows).
     managers: dict[int, dict[str, Any]] = {}
     out = []
     for r in rows:
-        manager = r["manager"]
         rendered = None
-        if manager is not None:
-            rendered = managers.get(manager[_MANAGER_ID])
-            if rendered is None:
-                rendered = managers[manager[_MANAGER_ID]] = embedded_user(cast(
-                    EmbeddedUserRow, dict(zip(fields, manager, strict=True))), base)
+        if flat:
+            manager_id = r["mgr_id"]
+            if manager_id is not None:
+                rendered = managers.get(manager_id)
+                if rendered is None:
+                    rendered = managers[manager_id] = embedded_user(cast(EmbeddedUserRow, {
+                        field: r[column] for field, column in _MANAGER_COLUMNS}), base)
+        else:
+            manager = r["manager"]
+            if manager is not None:
+                rendered = managers.get(manager[_MANAGER_ID])
+                if rendered is None:
+                    rendered = managers[manager[_MANAGER_ID]] = embedded_user(cast(
+                        EmbeddedUserRow, dict(zip(users.MANAGER_FIELDS, manager, strict=True))
+                    ), base)
         out.append(full_user(
             r, base, viewer_id=viewer.id, manager=rendered,
-            custom_values=[{"id": i, "name": name, "value": value}
-                           for i, name, value in r["custom_values"] or ()],
+            custom_fields=custom_fields_of(r["custom_values"]),
         ))
     return out
 
 
 _MANAGER_ID = users.MANAGER_FIELDS.index("id")
+# (field, column of a FULL_FLAT row)
+_MANAGER_COLUMNS = tuple((field, f"mgr_{field}") for field in users.MANAGER_FIELDS)
 
 
 async def _full_users_loading(
@@ -117,7 +128,7 @@ async def _full_users_loading(
     return [
         full_user(
             r, base, viewer_id=viewer.id, manager=rendered.get(r["manager_id"]),
-            custom_values=values.get(r["id"], ()),
+            custom_fields=custom_field_values(values.get(r["id"], ())),
         )
         for r in rows
     ]

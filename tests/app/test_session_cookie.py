@@ -1,5 +1,6 @@
 """The session cookie's storage remembers what it decrypted (app.authentication): the same
-answer as decrypting again, for the same cookie text only, and never past the cookie's expiry."""
+answer as decrypting again, for the same cookie text only, and never past the cookie's expiry.
+And the authentication layer (app.middleware) writes a session a view changed."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from typing import Any
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
-from aiohttp_session import Session
+from aiohttp_session import Session, get_session
 from multidict import CIMultiDict
 
 from app.authentication import SessionCookieStorage
 from app.config import Settings
+from app.errors import Unauthorized
+from app.middleware import auth_middleware, errors_middleware, tenantless
 from app.resources import SETTINGS
 
 NAME = "commons_session"
@@ -95,3 +98,52 @@ async def test_a_remembered_cookie_expires_when_the_cookie_does(
     monkeypatch.setattr(time, "time", lambda: now + 120)
     session = await _load(storage, cookie)
     assert session.new and dict(session) == {}
+
+
+# --- the authentication layer writes a changed session into the answer (no aiohttp_session
+# middleware: app.middleware.auth_middleware does it) -------------------------------------------
+
+
+async def _sessions_app(aiohttp_client: Any) -> Any:
+    storage = _storage()
+    app = web.Application(middlewares=[errors_middleware, auth_middleware(storage)])
+    app[SETTINGS] = Settings()
+
+    @tenantless
+    async def write(request: web.Request) -> web.Response:
+        (await get_session(request))["uid"] = 5
+        if request.query.get("redirect"):
+            raise web.HTTPFound("/read")
+        if request.query.get("error"):
+            raise Unauthorized()
+        return web.Response(text="ok")
+
+    @tenantless
+    async def read(request: web.Request) -> web.Response:
+        return web.Response(text=str((await get_session(request)).get("uid")))
+
+    app.router.add_get("/write", write)
+    app.router.add_get("/read", read)
+    return await aiohttp_client(app)
+
+
+async def test_a_changed_session_is_written_into_the_answer_or_a_raised_redirect(
+    aiohttp_client: Any,
+) -> None:
+    client = await _sessions_app(aiohttp_client)
+    resp = await client.get("/write")
+    assert NAME in resp.cookies
+    assert await (await client.get("/read")).text() == "5"  # the client's jar sent it back
+    redirect = await client.get("/write", params={"redirect": "1"}, allow_redirects=False)
+    assert redirect.status == 302 and NAME in redirect.cookies
+    untouched = await client.get("/read")
+    assert NAME not in untouched.cookies  # unchanged: no Set-Cookie
+
+
+async def test_a_session_changed_by_a_request_that_ends_in_an_api_error_is_not_written(
+    aiohttp_client: Any,
+) -> None:
+    client = await _sessions_app(aiohttp_client)
+    resp = await client.get("/write", params={"error": "1"})
+    assert resp.status == 401
+    assert NAME not in resp.cookies  # as aiohttp_session's middleware left it

@@ -10,11 +10,13 @@ import tracemalloc
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
+from unittest import mock
 
 import aiohttp
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient
+from aiohttp.streams import EMPTY_PAYLOAD
+from aiohttp.test_utils import TestClient, make_mocked_request
 
 from app.errors import TooLarge
 from app.middleware import errors_middleware
@@ -310,3 +312,33 @@ async def test_a_data_uri_body_is_never_held_whole(aiohttp_client: Any, tmp_path
     assert await resp.json() == {"size": blocks * len(block), "on_disk": True,
                                  "sha256": sent.hexdigest()}
     assert peak < 6 * 1024 * 1024, peak  # about 4 MB: socket buffers and a write buffer
+
+
+async def test_a_request_without_a_body_passes_through_with_no_layer_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """A GET (no Content-Length, no chunked body) can spool nothing: the middleware hands back
+    the handler's own awaitable; a request with a body is wrapped, and its uploads closed."""
+    middleware = uploads_middleware(tmp_path)
+    answer = web.Response()
+    calls: list[web.Request] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        calls.append(request)
+        return answer
+
+    bodiless = make_mocked_request("GET", "/", payload=EMPTY_PAYLOAD)
+    own = handler(bodiless)
+    passed = middleware(bodiless, lambda request: own)
+    assert passed is own
+    assert await passed is answer
+    assert UPLOAD_DIR_KEY not in bodiless
+
+    # any payload but aiohttp's empty one: a body exists
+    with_body = make_mocked_request("POST", "/", payload=mock.Mock())
+    upload = UploadedFile.from_bytes("a.txt", "text/plain", b"x")
+    with_body[UPLOADS_KEY] = [upload]
+    assert len(upload._memory) == 1
+    assert await middleware(with_body, handler) is answer
+    assert with_body[UPLOAD_DIR_KEY] == tmp_path
+    assert len(upload._memory) == 0  # closed when the request ended

@@ -7,9 +7,13 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
+from aiohttp.web_urldispatcher import UrlMappingMatchInfo
 
 from app.errors import BadRequest
-from app.xml_format import _prefers_xml, parse_xml, to_xml
+from app.responses import json_response
+from app.xml_format import WANTS_XML, _prefers_xml, negotiation_middleware, parse_xml, to_xml
 from tests.app.xml_support import FIXTURES, fixture, form
 
 
@@ -127,3 +131,37 @@ def test_accept_prefers_json_on_ties() -> None:
     assert not _prefers_xml("application/json, application/xml")
     assert not _prefers_xml("*/*")
     assert not _prefers_xml("")
+
+
+async def test_negotiation_wraps_only_a_request_that_wants_xml() -> None:
+    """A JSON request gets the handler's own awaitable back (no frame of the layer); an XML
+    one is answered in XML."""
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return json_response({"user": {"id": 1}})
+
+    def request(ext: str, accept: str = "*/*") -> web.Request:
+        req = make_mocked_request("GET", f"/api/userinfo{ext}", headers={"Accept": accept})
+        info = {"_ext": ext} if ext else {}
+        req._match_info = UrlMappingMatchInfo(info, handler)  # type: ignore[arg-type]
+        return req
+
+    as_json = request(".json")
+    own = handler(as_json)
+    assert negotiation_middleware(as_json, lambda r: own) is own
+    assert as_json[WANTS_XML] is False
+    await own
+    as_xml = request(".xml")
+    response = await negotiation_middleware(as_xml, handler)
+    assert as_xml[WANTS_XML] is True
+    assert isinstance(response, web.Response)
+    assert response.content_type == "application/xml"
+    assert isinstance(response.body, bytes)
+    assert b'<id type="integer">1</id>' in response.body
+    # no suffix: the Accept header decides, in any case
+    for accept, xml in (("*/*", False), ("Application/XML", True), ("text/xml;q=0.2, */*", True),
+                        ("application/json, text/xml;q=0.5", False)):
+        by_accept = request("", accept)
+        answer = await negotiation_middleware(by_accept, handler)
+        assert by_accept[WANTS_XML] is xml, accept
+        assert isinstance(answer, web.Response)
+        assert answer.content_type == ("application/xml" if xml else "application/json")

@@ -19,7 +19,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -148,24 +148,8 @@ async def load_feed(
     user_ids.update(c["user_id"] for c in comments)
     user_ids.update(lk["user_id"] for lk in likes)
     group_ids = {r["group_id"] for r in every if r["group_id"] is not None}
-    # whom each message and comment addresses: (user_id, group_id) rows as render_recipients
-    # reads them
-    recipients: dict[int, list[dict[str, int | None]]] = {}
-    tags: dict[int, list[str]] = {}
-    for e in extras:
-        if e["recipient_user_ids"]:
-            recipients[e["id"]] = _recipient_rows(
-                e["recipient_user_ids"], e["recipient_group_ids"] or (), user_ids, group_ids)
-        if e["tag_names"]:
-            tags[e["id"]] = e["tag_names"]
-    comment_recipients: dict[int, list[dict[str, int | None]]] = {}
-    comment_tags: dict[int, list[str]] = {}
-    for c in comments:
-        if c["recipient_user_ids"]:
-            comment_recipients[c["id"]] = _recipient_rows(
-                c["recipient_user_ids"], c["recipient_group_ids"] or (), user_ids, group_ids)
-        if c["tag_names"]:
-            comment_tags[c["id"]] = c["tag_names"]
+    recipients, tags = _addressing(extras, user_ids, group_ids)
+    comment_recipients, comment_tags = _addressing(comments, user_ids, group_ids)
     resource_ids = {i for r in every for i in r["external_resource_ids"] or ()}
     resource_ids.update(i for c in comments for i in c["external_resource_ids"] or ())
 
@@ -215,6 +199,23 @@ async def load_feed(
     data.shared = {s["id"]: s for s in shared}
     data.extensions = extensions
     return data
+
+
+def _addressing(
+    rows: Iterable[Mapping[str, Any]], all_users: set[int], all_groups: set[int],
+) -> tuple[dict[int, list[dict[str, int | None]]], dict[int, list[str]]]:
+    """Whom each message (its extras) or comment addresses, as (user_id, group_id) rows as
+    render_recipients reads them, and its tags, by id; adds the users and groups they name to
+    what the page reads."""
+    recipients: dict[int, list[dict[str, int | None]]] = {}
+    tags: dict[int, list[str]] = {}
+    for r in rows:
+        if r["recipient_user_ids"]:
+            recipients[r["id"]] = _recipient_rows(
+                r["recipient_user_ids"], r["recipient_group_ids"] or (), all_users, all_groups)
+        if r["tag_names"]:
+            tags[r["id"]] = r["tag_names"]
+    return recipients, tags
 
 
 def _recipient_rows(

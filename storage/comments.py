@@ -19,7 +19,7 @@ c.created_at, c.updated_at,
 """
 
 # A new comment in one statement: its message's last_interacted_at bumped (the thread rises in
-# every stream; messages.TOUCH), the comment, its recipients (as messages.add_recipients adds
+# every stream), the comment, its recipients (as messages.add_recipients adds
 # them) and its topics (upserted by name as topics.upsert does). The recipient and topic rows
 # carry the bumped last_interacted_at themselves: within one statement, migration 0012's
 # copying trigger would read the message's value from before it. Answers the comment's row as

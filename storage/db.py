@@ -116,12 +116,6 @@ async def connection(pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Connection]:
         yield conn
 
 
-def is_unique_violation(exc: BaseException, constraint: str | None = None) -> bool:
-    if not isinstance(exc, asyncpg.UniqueViolationError):
-        return False
-    return constraint is None or getattr(exc, "constraint_name", None) == constraint
-
-
 Record = asyncpg.Record
 Row = dict[str, Any]
 # Storage functions that run one statement accept a pool as well as a connection.

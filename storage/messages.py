@@ -162,10 +162,6 @@ WHERE community_id = $1 AND id = $2
 
 DELETE = "DELETE FROM messages WHERE community_id = $1 AND id = $2"
 
-TOUCH = """
-UPDATE messages SET last_interacted_at = now() WHERE community_id = $1 AND id = $2
-"""
-
 # Recipients: the message's group, @mentions and message[recipients] (comment_id NULL), or the
 # @mentions of a comment. $1 community, $2 message, $3 comment (NULL); then aligned arrays:
 # $4 user ids, $5 group ids (one of the two NULL per row), $6 reasons, $7 positions.
@@ -215,18 +211,11 @@ SELECT {GROUP_SHORT_COLUMNS},
 FROM groups g WHERE g.community_id = $1 AND g.id = $4
 """
 
-# @mentions: users by username, groups by groupname (only groups whose content the viewer may
-# read can be mentioned). $4 lower-case names.
+# @mentions of a remark or a chat message: users by username, $2 lower-case names.
 MENTIONABLE_USERS = """
 SELECT u.id, u.username FROM users u
 WHERE u.community_id = $1 AND lower(u.username) = ANY($2::text[])
 """
-MENTIONABLE_GROUPS = f"""
-SELECT g.id, g.groupname FROM groups g
-WHERE g.community_id = $1 AND lower(g.groupname) = ANY($4::text[])
-  AND {readable_sql("g", "$2", "$3")}
-"""
-# Both at once: (kind 'user' | 'group', id, name).
 # The users and readable groups these names ($4, lower case) may mean: `kind`, `name`, then a
 # user's BASIC columns (a group: its id, the rest null).
 _NULLS = ", ".join(["NULL"] * BASIC.count(","))  # BASIC but its first column, id
@@ -718,7 +707,7 @@ async def insert(
     topic_names: Sequence[str] = (),
 ) -> NewMessageRow:
     """A new message with its recipients (as add_recipients adds them) and its topics (upserted
-    by name as topics.upsert does, added as topics.add_message_topics), in one statement; its
+    by name as topics.upsert does), in one statement; its
     row as `by_id` reads it for its author (`user_id`), without `readable`, plus `tag_names`
     (sorted as topics.of_messages sorts)."""
     row = await conn.fetchrow(
@@ -750,11 +739,6 @@ async def update_content(
 
 async def delete(conn: asyncpg.Connection, community_id: int, message_id: int) -> bool:
     return bool((await conn.execute(DELETE, community_id, message_id)).endswith(" 1"))
-
-
-async def touch(conn: asyncpg.Connection, community_id: int, message_id: int) -> None:
-    """Bump last_interacted_at (a comment was added): the thread rises in every stream."""
-    await conn.execute(TOUCH, community_id, message_id)
 
 
 # Position bases: the group first, then the body's mentions, then the addressed recipients.
@@ -870,16 +854,6 @@ async def mentionable_users(
     return await conn.fetch(MENTIONABLE_USERS, community_id, [n.lower() for n in names])
 
 
-async def mentionable_groups(
-    conn: Conn, community_id: int, viewer_id: int, external: bool, names: Sequence[str]
-) -> list[asyncpg.Record]:
-    if not names:
-        return []
-    return await conn.fetch(
-        MENTIONABLE_GROUPS, community_id, viewer_id, external, [n.lower() for n in names]
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class Mentionable:
     """What @names may mean (each row with `id` and `name`; a user's has its BASIC columns),
@@ -894,8 +868,8 @@ async def mentionable(
     conn: Conn, community_id: int, viewer_id: int, external: bool, names: Sequence[str],
     *, words: bool = False,
 ) -> Mentionable:
-    """mentionable_users and mentionable_groups in one query, with the blocked words
-    (content_filters.words) when `words`."""
+    """The users and readable groups @names may mean (MENTIONABLE), with the blocked words
+    (content_filters.words) when `words`, in one query."""
     if not names and not words:
         return Mentionable([], [], [])
     rows = await conn.fetch(

@@ -68,18 +68,6 @@ async def upsert(
     return [ids[n] for n in distinct]
 
 
-async def add_message_topics(
-    conn: asyncpg.Connection,
-    community_id: int,
-    message_id: int,
-    topic_ids: Sequence[int],
-    comment_id: int | None = None,
-) -> None:
-    """The topics of a new message body (or comment), which has none yet."""
-    if topic_ids:
-        await conn.execute(ADD_TO_MESSAGE, community_id, message_id, comment_id, list(topic_ids))
-
-
 async def set_message_topics(
     conn: asyncpg.Connection,
     community_id: int,

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from app.errors import BadRequest
-
 # Formatted timestamps by value: a page repeats its rows' timestamps on every poll, and
 # isoformat(timespec=...) costs several times a dict look-up (issue 13). Bounded: emptied
 # whenever it is full.
@@ -32,12 +30,3 @@ def iso(value: datetime | None) -> str | None:
 
 def epoch(value: datetime | None) -> int | None:
     return int(value.timestamp()) if value is not None else None
-
-
-def from_epoch(seconds: int) -> datetime:
-    """A client's epoch seconds (`since`); past what a datetime holds (a client sending
-    milliseconds) is the client's error, 400."""
-    try:
-        return datetime.fromtimestamp(seconds, UTC)
-    except (ValueError, OverflowError, OSError) as exc:
-        raise BadRequest("since is out of range (epoch seconds expected)") from exc

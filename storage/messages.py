@@ -30,7 +30,7 @@ from storage.rows import (
     NewMessageRow,
     ReadableMessageRow,
 )
-from storage.users import BASIC
+from storage.users import BASIC, BASIC_NAMES
 
 STREAM_KINDS = ("home", "mentions", "bookmarked", "sent", "company")
 
@@ -218,7 +218,7 @@ WHERE u.community_id = $1 AND lower(u.username) = ANY($2::text[])
 """
 # The users and readable groups these names ($4, lower case) may mean: `kind`, `name`, then a
 # user's BASIC columns (a group: its id, the rest null).
-_NULLS = ", ".join(["NULL"] * BASIC.count(","))  # BASIC but its first column, id
+_NULLS = ", ".join(["NULL"] * (len(BASIC_NAMES) - 1))  # BASIC but its first column, id
 MENTIONABLE = f"""
 SELECT 'user' AS kind, u.username AS name, {BASIC} FROM users u
 WHERE u.community_id = $1 AND lower(u.username) = ANY($4::text[])

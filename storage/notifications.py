@@ -19,7 +19,7 @@ from storage import conversations as conversation_store
 from storage import messages
 from storage.db import Conn
 from storage.rows import UserRow
-from storage.users import BASIC
+from storage.users import BASIC_NAMES
 
 # the eight kinds of notification (spec "Notifications"); request models validate with Filter
 Filter = Literal[
@@ -64,11 +64,10 @@ FROM users u
 # base URL and name, and the sender's BASIC columns, prefixed `sender_` (null when no user sent
 # them). The inserts below return it on their first row only (by user id), so that a broadcast
 # to a whole community does not carry it 10,000 times, and need no second statement for it.
-_BASIC_NAMES = [c.strip().removeprefix("u.") for c in BASIC.split(",")]
 SENDER_PREFIX = "sender_"
 _CONTEXT = f"""
 SELECT c.base_url AS context_base_url, c.name AS context_community_name,
-       {", ".join(f"u.{c} AS {SENDER_PREFIX}{c}" for c in _BASIC_NAMES)}
+       {", ".join(f"u.{c} AS {SENDER_PREFIX}{c}" for c in BASIC_NAMES)}
 FROM communities c LEFT JOIN users u ON u.community_id = c.id AND u.id = $2
 WHERE c.id = $1
 """
@@ -292,7 +291,7 @@ def context_of(rows: Sequence[asyncpg.Record]) -> Context:
     first = rows[0]
     sender: UserRow | None = None
     if first[f"{SENDER_PREFIX}id"] is not None:
-        sender = cast("UserRow", {c: first[f"{SENDER_PREFIX}{c}"] for c in _BASIC_NAMES})
+        sender = cast("UserRow", {c: first[f"{SENDER_PREFIX}{c}"] for c in BASIC_NAMES})
     return Context(first["context_base_url"], first["context_community_name"], sender)
 
 

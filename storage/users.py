@@ -23,6 +23,8 @@ u.id, u.community_id, u.email, u.username, u.first_name, u.last_name, u.role, u.
 u.title, u.company_login, u.manager_id, u.status_message, u.out_of_office,
 u.back_in_office_on, u.contact_info, u.avatar_id
 """
+# BASIC's column names, for statements that select them under other names or beside others.
+BASIC_NAMES = tuple(c.strip().removeprefix("u.") for c in BASIC.split(","))
 
 # The manager of a FULL row (`manager`, a record of these columns in this order, or NULL): the
 # columns its embedded form needs.

@@ -16,7 +16,7 @@ import asyncpg
 
 from app.access import access_comment, access_message, may_comment, may_delete_comment
 from app.actions.attachments import claim_attachments, delete_blobs
-from app.actions.messages import attachments_of, process_body
+from app.actions.messages import attachments_of, posted_users, process_body
 from app.actions.notifications import notify_new_comment
 from app.actions.work import Work, work
 from app.context import Viewer
@@ -158,7 +158,7 @@ async def create_comment(
 ) -> int:
     """Comment in its own unit of work (its events published with `hub`); the comment's id."""
     async with work(pool, hub, viewer.community_id) as w:
-        posted = await _post(w.conn, w, viewer, base, message_id, new)
+        posted = await _post(w, viewer, base, message_id, new)
     return posted.row["id"]
 
 
@@ -170,14 +170,14 @@ async def create_and_render(
     posting wrote and read, as messages.create_and_render answers a message (likes made
     after the commit are not part of the answer)."""
     async with work(pool, hub, viewer.community_id) as w:
-        posted = await _post(w.conn, w, viewer, base, message_id, new)
+        posted = await _post(w, viewer, base, message_id, new)
     return comment(posted.row, posted.message, await _posted_data(pool, viewer, posted, base))
 
 
 async def _post(
-    conn: asyncpg.Connection, w: Work, viewer: Viewer, base: str, message_id: int,
-    new: NewComment,
+    w: Work, viewer: Viewer, base: str, message_id: int, new: NewComment
 ) -> PostedComment:
+    conn = w.conn
     text = _text(new.text, bool(new.attachment_ids))
     message = await access_message(conn, viewer, message_id)
     if not may_comment(viewer, message):
@@ -210,15 +210,7 @@ async def _posted_data(conn: Conn, viewer: Viewer, posted: PostedComment, base: 
     usually), and the author when the viewer carries no row."""
     cid, row = viewer.community_id, posted.row
     data = FeedData(base, viewer)
-    known = {u["id"]: u for u in posted.users}
-    if viewer.row is not None:  # the author's row, read by the authentication
-        known[viewer.id] = viewer.row
-    wanted = {r["user_id"] for r in posted.recipients if r["user_id"] is not None}
-    wanted.add(viewer.id)
-    missing = wanted - set(known)
-    users = [*known.values(), *await user_storage.by_ids(conn, cid, list(missing))] \
-        if missing else list(known.values())
-    data.users = {u["id"]: u for u in users}
+    data.users = await posted_users(conn, viewer, posted.users, posted.recipients)
     group_ids = [r["group_id"] for r in posted.recipients if r["group_id"] is not None]
     if group_ids:
         groups = await message_storage.groups(conn, cid, viewer.id, viewer.is_external, group_ids)

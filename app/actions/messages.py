@@ -50,7 +50,7 @@ from storage import users as user_storage
 from storage.blobs import BlobStore
 from storage.db import Conn, connection
 from storage.messages import MessageQuery, Recipient
-from storage.rows import MentionableUserRow, MessageExtrasRow, NewMessageRow
+from storage.rows import MentionableUserRow, MessageExtrasRow, NewMessageRow, UserRow
 
 # What `message[message_type]` may say through the API (thanks and the like are made by their
 # own actions, which pass their type to create_message).
@@ -591,6 +591,24 @@ async def create_and_render(
     return created_message(posted.row, await _posted_feed(pool, viewer, posted, base))
 
 
+async def posted_users(
+    conn: Conn, viewer: Viewer, mentioned: Sequence[UserRow],
+    recipients: Sequence[Mapping[str, int | None]],
+) -> dict[int, UserRow]:
+    """The users a message or comment just posted shows, by id: its author (the viewer's row,
+    read by the authentication; system viewers carry none) and the users it addresses, from
+    the rows its mentions' resolution read (`mentioned`), reading only the others."""
+    users = {u["id"]: u for u in mentioned}
+    if viewer.row is not None:
+        users[viewer.id] = viewer.row
+    wanted = {r["user_id"] for r in recipients if r["user_id"] is not None} | {viewer.id}
+    missing = wanted - users.keys()
+    if missing:
+        users.update((u["id"], u) for u in await user_storage.by_ids(
+            conn, viewer.community_id, list(missing)))
+    return users
+
+
 async def _posted_feed(conn: Conn, viewer: Viewer, posted: Posted, base: str) -> FeedData:
     """load_feed of a message just posted, reading only what the posting does not know: the
     recipients' users and groups, external resources, the poll, and (for a share or a thanks
@@ -602,18 +620,7 @@ async def _posted_feed(conn: Conn, viewer: Viewer, posted: Posted, base: str) ->
     cid = viewer.community_id
     mid = row["id"]
     data = FeedData(base, viewer)
-    wanted = {r["user_id"] for r in posted.recipients if r["user_id"] is not None}
-    if viewer.row is not None:  # the author's row, read by the authentication
-        wanted.discard(viewer.id)
-        users = [viewer.row]
-    else:  # system viewers carry no row
-        wanted.add(viewer.id)
-        users = []
-    for known in posted.users:  # the @mentioned, read with the mentions
-        if known["id"] in wanted:
-            wanted.discard(known["id"])
-            users.append(known)
-    users += await user_storage.by_ids(conn, cid, list(wanted)) if wanted else []
+    data.users = await posted_users(conn, viewer, posted.users, posted.recipients)
     group_ids = {r["group_id"] for r in posted.recipients if r["group_id"] is not None}
     if row["group_id"] is not None:
         group_ids.add(row["group_id"])
@@ -622,7 +629,6 @@ async def _posted_feed(conn: Conn, viewer: Viewer, posted: Posted, base: str) ->
     resources = await message_storage.resources(conn, cid, row["external_resource_ids"] or [])
     polls = (await poll_storage.of_messages(conn, cid, viewer.id, [mid])
              if row["message_type"] == "poll" else [])
-    data.users = {u["id"]: u for u in users}
     data.groups = {g["id"]: g for g in groups}
     data.recipients = {mid: list(posted.recipients)}
     data.tags = {mid: posted.tags} if posted.tags else {}

@@ -4,6 +4,8 @@ BEGIN and COMMIT count."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.app.views.conversations_support import start
 from tests.app.views.feed_support import comment, make_group, post
 from tests.conftest import QueryLog
@@ -30,6 +32,16 @@ REMARK_STATEMENTS = 7
 # nothing (but a link's resource).
 COMMENT_STATEMENTS = 10
 LIKE_STATEMENTS = 8
+
+
+async def stamps_of(world: World, column: str, value: int) -> list[Any]:
+    """(m, r): the message's last_interacted_at beside each recipient and topic row's where
+    `column` (of the message `m` or the row `x`) is `value`."""
+    return await world.pool.fetch(
+        "SELECT m.last_interacted_at AS m, x.last_interacted_at AS r FROM messages m "
+        f"JOIN message_recipients x ON x.message_id = m.id WHERE {column} = $1 "
+        "UNION ALL SELECT m.last_interacted_at, x.last_interacted_at FROM messages m "
+        f"JOIN message_topics x ON x.message_id = m.id WHERE {column} = $1", value)
 
 
 def show(query_log: QueryLog) -> str:
@@ -72,11 +84,7 @@ async def test_post_message_statements(world: World, query_log: QueryLog) -> Non
     assert message["user"] == shown["user"]
     # the recipient and topic rows written by the same statement carry the message's
     # last_interacted_at (what @Mentions, Home and the tag filter walk, docs/feed.md)
-    stamps = await world.pool.fetch(
-        "SELECT m.last_interacted_at AS m, r.last_interacted_at AS r FROM messages m "
-        "JOIN message_recipients r ON r.message_id = m.id WHERE m.id = $1 "
-        "UNION ALL SELECT m.last_interacted_at, t.last_interacted_at FROM messages m "
-        "JOIN message_topics t ON t.message_id = m.id WHERE m.id = $1", message["id"])
+    stamps = await stamps_of(world, "m.id", message["id"])
     assert len(stamps) == 3 and all(row["r"] == row["m"] for row in stamps)
 
 
@@ -111,11 +119,7 @@ async def test_post_remark_comment_like_statements(world: World, query_log: Quer
     assert resp.status == 201, resp.text
     assert len(query_log) <= LIKE_STATEMENTS, show(query_log)
     # its recipient and topic rows carry the thread's bumped last_interacted_at (docs/feed.md)
-    stamps = await world.pool.fetch(
-        "SELECT m.last_interacted_at AS m, r.last_interacted_at AS r FROM messages m "
-        "JOIN message_recipients r ON r.message_id = m.id WHERE r.comment_id = $1 "
-        "UNION ALL SELECT m.last_interacted_at, t.last_interacted_at FROM messages m "
-        "JOIN message_topics t ON t.message_id = m.id WHERE t.comment_id = $1", created["id"])
+    stamps = await stamps_of(world, "x.comment_id", created["id"])
     assert len(stamps) == 2 and all(row["r"] == row["m"] for row in stamps)
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import os
+import signal
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -68,7 +70,9 @@ class Page:
 @pytest.fixture
 async def page(chromium: str) -> AsyncIterator[Page]:
     port = free_port()
-    with tempfile.TemporaryDirectory() as profile:
+    # chromium's helper processes can still be writing the profile as the directory goes:
+    # they are killed with it (their own process group), and what is left is not an error
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         proc = await asyncio.create_subprocess_exec(
             chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
             "--disable-dev-shm-usage", "--no-first-run", f"--user-data-dir={profile}",
@@ -78,6 +82,7 @@ async def page(chromium: str) -> AsyncIterator[Page]:
             "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
             f"--remote-debugging-port={port}", "about:blank",
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
         )
         try:
             async with aiohttp.ClientSession() as http:
@@ -97,7 +102,7 @@ async def page(chromium: str) -> AsyncIterator[Page]:
                     yield page
         finally:
             with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+                os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
 
 

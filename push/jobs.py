@@ -2,9 +2,9 @@
 
 Life of a job:
 
-* `enqueue` runs inside the transaction that makes the change (a notification, a remark), so a
-  job exists exactly when the change committed; it also NOTIFYs `commons_push`, which
-  PostgreSQL delivers at commit, to wake the worker at once.
+* `jobs` are written by the last statement of the unit of work that makes the change (a
+  notification, a remark), so a job exists exactly when the change committed; that statement
+  also NOTIFYs `commons_push`, which PostgreSQL delivers at commit, to wake the worker at once.
 * `claim` takes due jobs with `FOR UPDATE SKIP LOCKED` (several workers never take the same
   job), counts the attempt and moves `next_attempt_at` forward by a lease, all in one short
   statement: nothing is locked while the network call runs, and a worker that dies mid-send
@@ -37,6 +37,7 @@ from typing import Any
 import asyncpg
 import orjson
 
+from storage.events import TailInsert
 from storage.notifications import badge_of
 
 CHANNEL = "commons_push"
@@ -50,19 +51,16 @@ SWITCHES = (
     "push_mentions", "push_announcements", "push_replies", "push_conversation_activity",
 )
 
-# $3 user ids, $4 their payloads (one each, or a single one shared by all: sent once; unnest
-# pads the shorter array with nulls).
-_ENQUEUE = """
-WITH made AS (
-    INSERT INTO push_jobs (community_id, user_id, device_id, kind, payload, next_attempt_at)
-    SELECT $1, d.user_id, d.id, $2, coalesce(x.payload, ($4::text[])[1])::jsonb,
-           now() + $6::interval
-    FROM unnest($3::bigint[], $4::text[]) AS x(user_id, payload)
-    JOIN client_devices d ON d.community_id = $1 AND d.user_id = x.user_id
-        AND d.notification_type = $5 AND d.push_enabled AND {switch}
-    RETURNING 1
-), counted AS (SELECT count(*)::int AS n FROM made)
-SELECT n, CASE WHEN n > 0 THEN pg_notify('commons_push', '')::text END AS woke FROM counted
+# One job for each device (of type $5, push_enabled, and the switch on) of the users $3, with
+# their payloads $4 (one each, or a single one shared by all: sent once; unnest pads the shorter
+# array with nulls), due after $6. Rides on the unit of work's last statement (`jobs`).
+_INSERT_JOBS = """
+INSERT INTO push_jobs (community_id, user_id, device_id, kind, payload, next_attempt_at)
+SELECT $1, d.user_id, d.id, $2, coalesce(x.payload, ($4::text[])[1])::jsonb, now() + $6::interval
+FROM unnest($3::bigint[], $4::text[]) AS x(user_id, payload)
+JOIN client_devices d ON d.community_id = $1 AND d.user_id = x.user_id
+    AND d.notification_type = $5 AND d.push_enabled AND {switch}
+RETURNING 1
 """
 
 # A chat message `c` unread by member `gm` (read state `cr`): after they last viewed the chat
@@ -308,8 +306,7 @@ def _message(job_id: int, kind: str, data: Mapping[str, Any], badge: int) -> Pus
     )
 
 
-async def enqueue(
-    conn: asyncpg.Connection,
+def jobs(
     community_id: int,
     kind: str,
     user_ids: Sequence[int],
@@ -318,12 +315,12 @@ async def enqueue(
     notification_type: str,
     switch: str | None,
     delay: timedelta = timedelta(0),
-) -> int:
+) -> TailInsert | None:
     """A job for every device of type `notification_type` with push_enabled (and `switch` on)
-    of each user, in the caller's transaction: workers see the jobs once it commits.
+    of each user, written by the last statement of the caller's unit of work (`Work.emit`
+    takes it): workers see the jobs once it commits, woken by a NOTIFY on CHANNEL then.
     `payloads` holds one payload per user id, or one shared by all of them (a remark to a
-    conversation's members: sent to PostgreSQL once). One statement whatever the number;
-    returns how many jobs were made."""
+    conversation's members: sent to PostgreSQL once). None when there is no user."""
     if kind not in KINDS:
         raise ValueError(f"unknown push job kind {kind!r}")
     if notification_type not in NOTIFICATION_TYPES:
@@ -333,14 +330,13 @@ async def enqueue(
     if len(payloads) not in (1, len(user_ids)):
         raise ValueError("one payload per user, or one for all")
     if not user_ids:
-        return 0
-    sql = _ENQUEUE.format(switch=f"d.{switch}" if switch else "true")
-    row = await conn.fetchrow(
-        sql, community_id, kind, list(user_ids), [orjson.dumps(p).decode() for p in payloads],
-        notification_type, delay,
+        return None
+    return TailInsert(
+        _INSERT_JOBS.format(switch=f"d.{switch}" if switch else "true"),
+        (community_id, kind, list(user_ids), [orjson.dumps(p).decode() for p in payloads],
+         notification_type, delay),
+        wake=CHANNEL,
     )
-    assert row is not None
-    return int(row["n"])
 
 
 async def enqueue_chat(

@@ -26,8 +26,8 @@ push_chat_fanouts), written by the request whatever the group's size; each round
 chunk of its members (`fanout_chunk`, one transaction) into ordinary jobs, one per device
 whose settings allow it, which the following batches send.
 
-Workers wake up on NOTIFY commons_push (sent by `enqueue` at commit) and otherwise poll every
-`idle_poll` seconds, which is also when retries come due.
+Workers wake up on NOTIFY commons_push (sent with the jobs, delivered at commit) and otherwise
+poll every `idle_poll` seconds, which is also when retries come due.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ whatever json codecs the pool installs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -138,17 +139,70 @@ def _columns(events: Sequence[NewEvent]) -> tuple[list[str], list[str], list[str
             [orjson.dumps(e.data).decode() for e in events])
 
 
+@dataclass(frozen=True, slots=True)
+class TailInsert:
+    """An INSERT that rides on the unit of work's last statement (`stage_events`) as a
+    data-modifying CTE, instead of a round trip of its own: `sql` is an INSERT ... RETURNING
+    whose placeholders are numbered from $1, `args` its arguments; when it inserts a row, the
+    statement NOTIFYs `wake` (delivered at commit, as any NOTIFY)."""
+
+    sql: str
+    args: tuple[Any, ...]
+    wake: str | None = None
+
+
+_PLACEHOLDER = re.compile(r"\$(\d+)")
+
+
+def _shifted(sql: str, by: int) -> str:
+    """`sql` with its placeholders renumbered from $1+by (our statements hold no `$` but in
+    placeholders: no string literal, no dollar quoting)."""
+    return _PLACEHOLDER.sub(lambda m: f"${int(m.group(1)) + by}", sql)
+
+
+def staging_statement(
+    community_id: int, events: Sequence[NewEvent], versions: Sequence[int],
+    tail: Sequence[TailInsert],
+) -> tuple[str, list[Any]]:
+    """The statement `stage_events` runs and its arguments: the events and versions staged
+    (when there are any), then each tail insert as a CTE of its own. It returns the staged
+    row's id (null when nothing is staged) and makes the tail's NOTIFYs."""
+    args: list[Any] = []
+    ctes: list[str] = []
+    staged = "NULL::bigint"
+    if events or versions:
+        args += [community_id, *_columns(events), list(versions)]
+        ctes.append(f"staged AS ({STAGE_EVENTS.strip()})")
+        staged = "(SELECT id FROM staged)"
+    wakes: list[str] = []
+    for i, t in enumerate(tail):
+        ctes.append(f"tail{i} AS ({_shifted(t.sql.strip(), len(args))})")
+        args += t.args
+        if t.wake is not None:
+            args.append(t.wake)
+            wakes.append(f"CASE WHEN EXISTS (SELECT FROM tail{i}) "
+                         f"THEN pg_notify(${len(args)}, '') END")
+    columns = ", ".join([staged, *wakes])
+    return f"WITH {', '.join(ctes)}\nSELECT {columns}", args
+
+
 async def stage_events(
     conn: asyncpg.Connection, community_id: int, events: Sequence[NewEvent], ids: EventIds,
-    versions: Sequence[int] = (),
+    versions: Sequence[int] = (), tail: Sequence[TailInsert] = (),
 ) -> None:
     """Store `events` to be numbered when the caller's transaction commits; once it has,
     `ids.numbered()` gives them with their ids. Call inside the transaction, last or not (it
     locks nothing), with `ids` listening on `conn` since before the commit. `versions`: the
-    content versions the same COMMIT bumps (storage/versions.py), in the same statement."""
-    if not events and not versions:
+    content versions the same COMMIT bumps (storage/versions.py), in the same statement, as
+    are the `tail` inserts (push jobs: push.jobs.PushBatch)."""
+    if not events and not versions and not tail:
         return
-    staged = await conn.fetchval(STAGE_EVENTS, community_id, *_columns(events), list(versions))
+    if not tail:  # the common statement, whose text never varies
+        staged = await conn.fetchval(
+            STAGE_EVENTS, community_id, *_columns(events), list(versions))
+    else:
+        sql, args = staging_statement(community_id, events, versions, tail)
+        staged = await conn.fetchval(sql, *args)
     if events:
         ids.expect(int(staged), community_id, events)
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app.actions.notifications import notify_group_membership
-from app.actions.work import Work
+from app.actions.work import Emitted, Work
 from app.context import Viewer
 from realtime.channels import group_channel
-from realtime.events import NewEvent, control_event
+from realtime.events import control_event
 
 
 async def membership_events(
@@ -26,7 +26,7 @@ async def membership_events(
 ) -> None:
     """Emit the events of a membership change (and write its notifications)."""
     channel = group_channel(group_id)
-    events: list[NewEvent] = [control_event(uid, subscribe=[channel]) for uid in joined]
+    events: list[Emitted] = [control_event(uid, subscribe=[channel]) for uid in joined]
     events += [control_event(uid, unsubscribe=[channel]) for uid in left]
     others = [uid for uid in notify if uid != viewer.id]
     if others:

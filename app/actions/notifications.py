@@ -40,7 +40,7 @@ from typing import Any
 
 import asyncpg
 
-from app.actions.work import work
+from app.actions.work import Emitted, work
 from app.context import Viewer
 from app.errors import NotFound
 from app.markup.entities import extract_mentions
@@ -55,6 +55,7 @@ from realtime.hub import Hub
 from storage import notifications as store
 from storage import users as user_store
 from storage.db import Conn
+from storage.events import TailInsert
 from storage.notifications import FILTERS, Subject
 from storage.notifications import Filter as Filter  # the views validate with it
 
@@ -99,11 +100,11 @@ async def notify_users(
     sender_id: int | None,
     user_ids: Sequence[int],
     subject: Subject,
-) -> list[NewEvent]:
+) -> list[Emitted]:
     """Notify `user_ids` (minus the sender, inactive users, and, for a message, whoever may not
     read it) of `subject`; their `notification.created` events."""
     rows = await store.insert_for_users(conn, community_id, sender_id, user_ids, subject)
-    return await _announce(conn, community_id, sender_id, subject, rows)
+    return _announce(community_id, sender_id, subject, rows)
 
 
 async def notify_readers(
@@ -112,19 +113,18 @@ async def notify_readers(
     sender_id: int | None,
     subject: Subject,
     exclude: Sequence[int] = (),
-) -> list[NewEvent]:
+) -> list[Emitted]:
     """Notify everyone who may read the subject's message (one INSERT ... SELECT)."""
     rows = await store.insert_for_readers(conn, community_id, sender_id, subject, exclude)
-    return await _announce(conn, community_id, sender_id, subject, rows)
+    return _announce(community_id, sender_id, subject, rows)
 
 
-async def _announce(
-    conn: asyncpg.Connection,
+def _announce(
     community_id: int,
     sender_id: int | None,
     subject: Subject,
     rows: Sequence[asyncpg.Record],
-) -> list[NewEvent]:
+) -> list[Emitted]:
     """Events and push jobs for freshly inserted notification rows."""
     if not rows:
         return []
@@ -137,7 +137,7 @@ async def _announce(
     title = f"{name} {phrase}"
     body = subject.notifiable_text or ""
     switch = SWITCH_OF_FILTER.get(subject.filter)
-    events: list[NewEvent] = []
+    events: list[Emitted] = []
     user_ids: list[int] = []
     payloads: list[Mapping[str, Any]] = []
     for row in rows:
@@ -151,8 +151,10 @@ async def _announce(
         check = {"switch": switch, "notification_id": row["id"]}
         user_ids.append(row["user_id"])
         payloads.append(push_jobs.payload(message, check))
-    await push_jobs.enqueue(conn, community_id, "notification", user_ids, payloads,
-                            notification_type="main", switch=switch)
+    jobs = push_jobs.jobs(community_id, "notification", user_ids, payloads,
+                          notification_type="main", switch=switch)
+    if jobs is not None:
+        events.append(jobs)
     return events
 
 
@@ -167,7 +169,7 @@ async def notify_new_message(
     author_id: int,
     mentioned_user_ids: Sequence[int],
     message: Mapping[str, Any] | None = None,
-) -> list[NewEvent]:
+) -> list[Emitted]:
     """@mentions (and addressed recipients) of a new message get at_mentions; an announcement
     also notifies everyone else who may read it (broadcast). `message`: its row when the caller
     has it (MESSAGE_SUBJECT's columns at least), else it is read."""
@@ -196,7 +198,7 @@ async def notify_message_mentions(
     community_id: int,
     message_id: int,
     user_ids: Sequence[int],
-) -> list[NewEvent]:
+) -> list[Emitted]:
     """Users @mentioned by an edit who were not before (at_mentions, sent by the author)."""
     message = await store.message_subject(conn, community_id, message_id)
     if message is None or not user_ids:
@@ -218,7 +220,7 @@ async def notify_new_comment(
     *,
     text: str,
     message_title: str | None,
-) -> list[NewEvent]:
+) -> list[Emitted]:
     """@mentions in the comment (`text`, on the message titled `message_title`) get
     at_mentions; the message's author and everyone else who commented on it get replies."""
     path = comment_permalink("", message_id, message_title or None, comment_id)
@@ -242,7 +244,7 @@ async def notify_new_comment(
 
 async def notify_follow(
     conn: asyncpg.Connection, viewer: Viewer, followed_id: int
-) -> list[NewEvent]:
+) -> list[Emitted]:
     """`viewer` started following `followed_id` (followers; the notifiable is the follower)."""
     follower = viewer.row
     if follower is None or follower.get("username") is None:
@@ -261,7 +263,7 @@ async def notify_thanks(
     thanks_id: int,
     recipient_ids: Sequence[int],
     body: str,
-) -> list[NewEvent]:
+) -> list[Emitted]:
     """The recipients of a thanks (thanks; the notifiable is the Thanks)."""
     return await notify_users(conn, viewer.community_id, viewer.id, recipient_ids, Subject(
         "thanks", "thanked", "Thanks", thanks_id, excerpt(body), f"/thanks/{thanks_id}",
@@ -275,7 +277,7 @@ async def notify_group_membership(
     user_ids: Sequence[int],
     *,
     approved: bool = False,
-) -> list[NewEvent]:
+) -> list[Emitted]:
     """`user_ids` were added to the group by `viewer` (verb added), or their membership request
     was approved (approved=True: verb approved). The notifiable is the Group; its text the
     group's name. Pass only users who were not members before."""
@@ -293,18 +295,17 @@ async def notify_group_membership(
 # --- push for conversation remarks -----------------------------------------------------------
 
 
-async def enqueue_remark_push(
-    conn: asyncpg.Connection,
+def remark_push(
     conversation: Mapping[str, Any],
     activity: Mapping[str, Any],
-) -> int:
-    """Inside the remark's transaction (`activity` as storage.activities.insert returns it):
-    a push job for every other current member's
-    `conversations` devices with push_conversation_activity on. The worker sends it only if
-    the member has not acknowledged the remark by then. How many jobs were made."""
+) -> TailInsert | None:
+    """For the remark's unit of work (`activity` as storage.activities.insert returns it):
+    a push job for every other current member's `conversations` devices with
+    push_conversation_activity on. The worker sends it only if the member has not acknowledged
+    the remark by then. None when there is no other member."""
     members = list(activity["other_member_ids"])  # read by the insert (storage.activities)
     if not members:
-        return 0
+        return None
     author = display_name({
         "first_name": activity["actor_first_name"], "last_name": activity["actor_last_name"],
         "username": activity["actor_username"],
@@ -323,8 +324,8 @@ async def enqueue_remark_push(
     check = {"switch": "push_conversation_activity", "conversation_id": conversation["id"],
              "activity_id": activity["id"]}
     payload = push_jobs.payload(message, check)
-    return await push_jobs.enqueue(
-        conn, conversation["community_id"], "remark", members, [payload],
+    return push_jobs.jobs(
+        conversation["community_id"], "remark", members, [payload],
         notification_type="conversations", switch="push_conversation_activity",
     )
 

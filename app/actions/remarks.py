@@ -18,7 +18,7 @@ import asyncpg
 from app.access import access_conversation
 from app.actions import attachments as attachment_actions
 from app.actions.messages import Limits, load_feed
-from app.actions.notifications import enqueue_remark_push
+from app.actions.notifications import remark_push
 from app.actions.work import Work, work
 from app.context import Viewer
 from app.errors import Invalid
@@ -209,12 +209,14 @@ async def post_in_transaction(
     attached = await attachment_actions.claim_attachments(
         conn, viewer, remark.attachment_ids, REMARK_SUBJECT, row["id"]
     ) if remark.attachment_ids else []
-    await enqueue_remark_push(conn, conversation, row)  # the other members' devices
+    push = remark_push(conversation, row)  # the other members' devices
     rendered = activity(  # attachments in id order, as every read lists them
         row, base, shared_message=shared,
         attachments=[render_attachment(a, base) for a in sorted(attached, key=lambda a: a["id"])],
     )
     w.emit(NewEvent(conversation_channel(conversation_id), "remark.created", rendered))
+    if push is not None:
+        w.emit(push)
     return rendered, True
 
 

@@ -40,12 +40,15 @@ import asyncpg
 
 from realtime.events import Event, NewEvent
 from storage import events as event_store
-from storage.events import Statement
+from storage.events import Statement, TailInsert
 from storage.versions import COMMUNITY
 
 log = logging.getLogger("commons.work")
 
 Step = Callable[[], Awaitable[None]]
+Emitted = NewEvent | TailInsert
+"""What an action hands its unit of work to write last: events, and inserts that ride on the
+same statement (push jobs)."""
 
 
 class Publisher(Protocol):
@@ -65,6 +68,7 @@ class Work:
         self.conn = conn
         self.community_id = community_id
         self.events: list[NewEvent] = []
+        self.tail: list[TailInsert] = []
         self.steps: list[Step] = []
         self.published: list[Event] = []
         """The stored events with their ids, once the unit of work has committed."""
@@ -91,11 +95,16 @@ class Work:
         """The content_versions rows this unit bumps at its commit."""
         return _versions(self._private, public=self._public)
 
-    def emit(self, *events: NewEvent) -> None:
-        """Queue events: stored last in the transaction (in emit order), numbered at commit,
-        published after it."""
+    def emit(self, *items: Emitted) -> None:
+        """Queue events (stored last in the transaction, in emit order, numbered at commit,
+        published after it) and tail inserts (push jobs: push.jobs.jobs), written by the same
+        last statement."""
         self._check_open()
-        self.events.extend(events)
+        for item in items:
+            if isinstance(item, TailInsert):
+                self.tail.append(item)
+            else:
+                self.events.append(item)
 
     def after(self, step: Step) -> None:
         """Run `step` once the change is committed (and its events published)."""
@@ -153,7 +162,8 @@ async def work(
                 w._closed = True
                 if w.rolled_back:
                     raise _RollBack
-                await event_store.stage_events(conn, community_id, w.events, ids, w.versions())
+                await event_store.stage_events(
+                    conn, community_id, w.events, ids, w.versions(), w.tail)
             w.published = ids.numbered()
         except _RollBack:
             return

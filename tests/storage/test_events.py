@@ -19,6 +19,7 @@ from realtime.events import NewEvent
 from storage.db import create_pool
 from storage.events import (
     EventIds,
+    TailInsert,
     append_events,
     events_since,
     last_event_id,
@@ -217,6 +218,45 @@ async def test_a_rolled_back_stage_takes_no_id(pool: asyncpg.Pool) -> None:
             assert [e.id for e in ids.numbered()] == [1]
         finally:
             ids.close()
+    assert await last_event_id(pool, 1) == 1
+
+
+async def test_tail_inserts_ride_on_the_staging_statement(pool: asyncpg.Pool) -> None:
+    """Inserts handed to stage_events (push jobs, in the app) are CTEs of its one statement,
+    their placeholders renumbered after the events'; each NOTIFYs its channel at commit only
+    when it inserted a row; with no event and no version, the tail alone is written."""
+    await pool.execute("CREATE TABLE IF NOT EXISTS tail_rows (a int, b text)")
+    await pool.execute("TRUNCATE tail_rows")
+    rows = "INSERT INTO tail_rows SELECT x, $2 FROM unnest($1::int[]) AS x RETURNING 1"
+    heard: list[str] = []
+    async with pool.acquire() as listener, pool.acquire() as conn:
+        def hear(_conn: object, _pid: int, channel: str, _payload: str) -> None:
+            heard.append(channel)
+
+        for channel in ("tail_woken", "tail_woken_never"):
+            await listener.add_listener(channel, hear)
+        statements: list[str] = []
+        conn.add_query_logger(lambda q: statements.append(q.query))
+        ids = EventIds(conn)
+        try:
+            async with conn.transaction():
+                await stage_events(conn, 1, [ev(n=1)], ids, tail=[
+                    TailInsert(rows, ([1, 2], "one"), wake="tail_woken"),
+                    TailInsert(rows, ([], "none"), wake="tail_woken_never"),
+                ])
+                assert heard == []  # delivered at commit
+            assert [e.data for e in ids.numbered()] == [{"n": 1}]
+            async with conn.transaction():
+                await stage_events(conn, 1, [], ids, tail=[TailInsert(rows, ([3], "alone"))])
+        finally:
+            ids.close()
+        await asyncio.sleep(0.1)
+        assert len([q for q in statements if "INSERT" in q]) == 2
+        for channel in ("tail_woken", "tail_woken_never"):
+            await listener.remove_listener(channel, hear)
+    assert heard == ["tail_woken"]
+    assert sorted(tuple(r) for r in await pool.fetch("SELECT a, b FROM tail_rows")) == [
+        (1, "one"), (2, "one"), (3, "alone")]
     assert await last_event_id(pool, 1) == 1
 
 

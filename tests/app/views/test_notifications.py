@@ -9,9 +9,8 @@ from typing import Any
 import orjson
 
 from app.actions import notifications
+from app.actions.work import work
 from app.context import Viewer
-from storage import events as event_store
-from storage.db import transaction
 from tests.app.views.conversations_support import say, start
 from tests.support import Member, World
 
@@ -445,14 +444,13 @@ async def test_notify_group_membership(world: World) -> None:
     admin = await world.community()
     ann, bob, cy = [await world.user(admin, n) for n in ("Ann", "Bob", "Cy")]
     group = await world.group(ann, "Cat Lovers")
-    async with transaction(world.pool) as conn:
-        made = await notifications.notify_group_membership(
-            conn, _viewer(ann), group["id"], [bob.id, ann.id])
-        made += await notifications.notify_group_membership(
-            conn, _viewer(ann), group["id"], [cy.id], approved=True)
-        made += await notifications.notify_group_membership(
-            conn, Viewer.system(admin.community.id), group["id"], [cy.id])
-        await event_store.append_events(conn, admin.community.id, made)
+    async with work(world.pool, None, admin.community.id) as w:
+        w.emit(*await notifications.notify_group_membership(
+            w.conn, _viewer(ann), group["id"], [bob.id, ann.id]))
+        w.emit(*await notifications.notify_group_membership(
+            w.conn, _viewer(ann), group["id"], [cy.id], approved=True))
+        w.emit(*await notifications.notify_group_membership(
+            w.conn, Viewer.system(admin.community.id), group["id"], [cy.id]))
     [added] = (await notifications_of(bob))["notifications"]
     assert (added["filter"], added["verb"], added["notifiable_type"], added["notifiable_id"]) \
         == ("groups", "added", "Group", group["id"])

@@ -51,6 +51,17 @@ class MentionableUserRow(UserRow):
     name: str
 
 
+class FullFormRow(EmbeddedUserRow):
+    """What app.render.users.full_user reads of a FULL or LISTED row (it is handed the
+    contact_info, manager and custom fields rendered)."""
+
+    email: str
+    status_message: str | None
+    following_count: int
+    followers_count: int
+    viewer_follows: bool
+
+
 class FullUserRow(UserRow):
     """storage.users.FULL: BASIC with follow counts, the manager and custom field values."""
 
@@ -59,6 +70,26 @@ class FullUserRow(UserRow):
     viewer_follows: bool
     manager: Any  # a record of MANAGER_FIELDS, or None
     custom_values: list[list[Any]] | None
+
+
+class ListedUserRow(FullFormRow):
+    """storage.users.LISTED: FULL_FLAT with contact_info and custom_values as JSON text."""
+
+    community_id: int
+    manager_id: int | None
+    contact_info: str | None
+    mgr_id: int | None
+    mgr_username: str | None
+    mgr_first_name: str | None
+    mgr_last_name: str | None
+    mgr_role: str | None
+    mgr_state: str | None
+    mgr_title: str | None
+    mgr_company_login: str | None
+    mgr_out_of_office: bool | None
+    mgr_back_in_office_on: date | None
+    mgr_avatar_id: int | None
+    custom_values: str | None
 
 
 class ShortGroupRow(TypedDict):

@@ -1,7 +1,8 @@
 """Users: accounts, profile columns, and the queries behind every user list.
 
 Every list query returns the same FULL columns (with follow counts and whether the viewer
-follows each user: FULL_FLAT), so one renderer serves all of them; `$1` is always the
+follows each user: FULL_FLAT), so one renderer serves all of them; the users list pages'
+(LIST, SEARCH, EMPLOYEES) return them as LISTED, their JSON as text. `$1` is always the
 community id and `$2` the viewer's id.
 """
 
@@ -15,7 +16,7 @@ import asyncpg
 from storage import versions
 from storage.db import Conn
 from storage.names import first_free
-from storage.rows import EmbeddedUserRow, FullUserRow, UserRow
+from storage.rows import EmbeddedUserRow, FullUserRow, ListedUserRow, UserRow
 
 # Columns needed to render any form of a user (embedded, like, recipient, compact).
 BASIC = """
@@ -44,11 +45,11 @@ _COUNTS = """
 EXISTS (SELECT 1 FROM follows f WHERE f.follower_id = $2 AND f.followed_id = u.id)
     AS viewer_follows
 """
-_CUSTOM_VALUES = """
+_CUSTOM_VALUES_OF_U = """
 (SELECT json_agg(json_build_array(cf.id, cf.name, cfv.value) ORDER BY cf.position, cf.id)
  FROM custom_field_values cfv JOIN custom_fields cf ON cf.id = cfv.custom_field_id
- WHERE cfv.user_id = u.id) AS custom_values
-"""
+ WHERE cfv.user_id = u.id)"""
+_CUSTOM_VALUES = f"{_CUSTOM_VALUES_OF_U} AS custom_values"
 # FULL_FLAT's manager: flat columns `mgr_<field>` of MANAGER_FIELDS (all NULL when the user
 # has none), from MANAGER_JOIN, which the statement's FROM must carry after `users u`.
 # asyncpg decodes an anonymous record element by element: the record of FULL cost a page of
@@ -56,6 +57,13 @@ _CUSTOM_VALUES = """
 MANAGER_COLUMNS = ", ".join(f"mgr.{c} AS mgr_{c}" for c in MANAGER_FIELDS)
 MANAGER_JOIN = "LEFT JOIN users mgr ON mgr.id = u.manager_id AND mgr.community_id = u.community_id"
 FULL_FLAT = f"{BASIC}, {_COUNTS}, {MANAGER_COLUMNS}, {_CUSTOM_VALUES}"
+# FULL_FLAT with its two JSON columns, contact_info and custom_values, as their text: a row of
+# scalars only, which asyncpg decodes without a Python call per value, and which keys the
+# shared full forms of the users list pages whole (app.actions.users.listed_users).
+LISTED = ", ".join(
+    "u.contact_info::text AS contact_info" if c == "contact_info" else f"u.{c}"
+    for c in BASIC_NAMES
+) + f", {_COUNTS}, {MANAGER_COLUMNS}, {_CUSTOM_VALUES_OF_U}::text AS custom_values"
 # The same with the manager as one column `manager`, a record of MANAGER_FIELDS or NULL: a
 # select list alone, for statements whose FROM cannot take MANAGER_JOIN (storage.memberships).
 FULL = f"""{BASIC}, {_COUNTS},
@@ -131,7 +139,7 @@ WHERE u.community_id = $1 AND lower(u.company_login) = lower($3)
 
 # GET /api/users: $3 states, $4 e-mails (NULL = any), $5 offset, $6 limit
 LIST = f"""
-SELECT {FULL_FLAT} FROM users u {MANAGER_JOIN}
+SELECT {LISTED} FROM users u {MANAGER_JOIN}
 WHERE u.community_id = $1 AND u.state = ANY($3::text[])
   AND ($4::text[] IS NULL OR lower(u.email) = ANY($4::text[]))
 ORDER BY u.id
@@ -141,7 +149,7 @@ OFFSET $5 LIMIT $6
 # Word-prefix search over name, username and e-mail. $3 tsquery text, $4 offset, $5 limit,
 # $6 states. Also matches a whole e-mail address exactly.
 SEARCH = f"""
-SELECT {FULL_FLAT} FROM users u {MANAGER_JOIN}
+SELECT {LISTED} FROM users u {MANAGER_JOIN}
 WHERE u.community_id = $1 AND u.state = ANY($6::text[])
   AND (to_tsvector('simple', u.first_name || ' ' || u.last_name || ' ' || u.username
                    || ' ' || u.email) @@ to_tsquery('simple', $3)
@@ -165,7 +173,7 @@ OFFSET $4 LIMIT $5
 """
 
 EMPLOYEES = f"""
-SELECT {FULL_FLAT} FROM users u {MANAGER_JOIN}
+SELECT {LISTED} FROM users u {MANAGER_JOIN}
 WHERE u.community_id = $1 AND u.manager_id = $3 AND u.state = 'active'
 ORDER BY u.id
 OFFSET $4 LIMIT $5
@@ -325,9 +333,9 @@ async def list_users(
     emails: Sequence[str] | None,
     offset: int,
     limit: int,
-) -> list[FullUserRow]:
+) -> list[ListedUserRow]:
     lowered = [e.lower() for e in emails] if emails is not None else None
-    return cast("list[FullUserRow]", await conn.fetch(
+    return cast("list[ListedUserRow]", await conn.fetch(
         LIST, community_id, viewer_id, list(states), lowered, offset, limit,
     ))
 
@@ -342,8 +350,8 @@ async def search(
     states: Sequence[str],
     offset: int,
     limit: int,
-) -> list[FullUserRow]:
-    return cast("list[FullUserRow]", await conn.fetch(
+) -> list[ListedUserRow]:
+    return cast("list[ListedUserRow]", await conn.fetch(
         SEARCH, community_id, viewer_id, tsquery, offset, limit, list(states),
         [e.lower() for e in emails],
     ))
@@ -367,8 +375,8 @@ async def following(
 
 async def employees(
     conn: Conn, community_id: int, viewer_id: int, manager_id: int, offset: int, limit: int
-) -> list[FullUserRow]:
-    return cast("list[FullUserRow]", await conn.fetch(
+) -> list[ListedUserRow]:
+    return cast("list[ListedUserRow]", await conn.fetch(
         EMPLOYEES, community_id, viewer_id, manager_id, offset, limit,
     ))
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from app.render.avatars import profile_photo, user_avatars
 from app.urls import user_url
-from storage.rows import EmbeddedUserRow, FullUserRow, NameRow, UserRow
+from storage.rows import EmbeddedUserRow, FullFormRow, NameRow, UserRow
 
 # contact_info keys in the order the real payloads print them; email is always present.
 CONTACT_KEYS = (
@@ -94,13 +94,17 @@ def like_user(row: EmbeddedUserRow, base: str) -> dict[str, Any]:
 
 
 def contact_info(row: UserRow) -> dict[str, str]:
-    extra = row["contact_info"]
+    return contact_info_of(row["email"], row["contact_info"])
+
+
+def contact_info_of(email: str, extra: Mapping[str, Any] | None) -> dict[str, str]:
+    """`contact_info` of the e-mail address and the contact_info column's value."""
     if not extra:  # most users: the e-mail alone
-        return {"email": row["email"]}
+        return {"email": email}
     out: dict[str, str] = {}
     for key in CONTACT_KEYS:
         if key == "email":
-            out["email"] = row["email"]
+            out["email"] = email
         elif extra.get(key):
             out[key] = extra[key]
     return out
@@ -116,20 +120,22 @@ def custom_fields_of(triples: Sequence[Sequence[Any]] | None) -> list[dict[str, 
 
 
 def full_user(
-    row: FullUserRow,
+    row: FullFormRow,
     base: str,
     *,
     viewer_id: int,
+    contact: dict[str, str],
     manager: dict[str, Any] | None,
     custom_fields: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """The 23 captured keys of the users index, search, followers, members (FULL row), then
-    first_name, last_name, out_of_office_on. `manager`: the manager's embedded_user, which
-    the rows of one page share; `custom_fields`: custom_fields_of / custom_field_values.
-    The embedded_user keys come last, in its order, from embedded_user itself (one
-    serializer of a user's own fields)."""
+    """The 23 captured keys of the users index, search, followers, members (FULL or LISTED
+    row), then first_name, last_name, out_of_office_on. `contact`: contact_info /
+    contact_info_of (LISTED rows carry the column as JSON text); `manager`: the manager's
+    embedded_user, which the rows of one page share; `custom_fields`: custom_fields_of /
+    custom_field_values. The embedded_user keys come last, in its order, from embedded_user
+    itself (one serializer of a user's own fields)."""
     return {
-        "contact_info": contact_info(row),
+        "contact_info": contact,
         "manager": manager,
         "custom_fields": custom_fields,
         "followable": (row["id"] != viewer_id and row["state"] == "active"

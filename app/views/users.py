@@ -79,16 +79,15 @@ class SearchQuery(PageQuery):
     q: str = Field("", max_length=500)
 
 
-async def _render_rows(request: web.Request, rows: list[Any]) -> list[dict[str, Any]]:
-    return await actions.full_users(
-        pool_of(request), viewer_of(request), rows, community_of(request).base_url
-    )
+async def _render_full(request: web.Request, row: Any) -> dict[str, Any]:
+    return (await actions.full_users(
+        pool_of(request), viewer_of(request), [row], community_of(request).base_url
+    ))[0]
 
 
 async def _render_one(request: web.Request, user_id: int) -> dict[str, Any]:
-    viewer = viewer_of(request)
-    row = await actions.full_user_row(pool_of(request), viewer, user_id)
-    return (await _render_rows(request, [row]))[0]
+    row = await actions.full_user_row(pool_of(request), viewer_of(request), user_id)
+    return await _render_full(request, row)
 
 
 async def list_users(request: web.Request) -> web.Response:
@@ -99,7 +98,8 @@ async def list_users(request: web.Request) -> web.Response:
         pool_of(request), viewer, state=query.state, emails=query.email or None,  # blank: any
         page=page,
     )
-    return json_response({"users": await _render_rows(request, rows)})
+    base = community_of(request).base_url
+    return json_response({"users": actions.listed_users(viewer, rows, base)})
 
 
 async def show_user(request: web.Request) -> web.Response:
@@ -111,7 +111,7 @@ async def show_by_company_login(request: web.Request) -> web.Response:
     row = await actions.full_user_by_company_login(
         pool_of(request), viewer, request.match_info["company_login"]
     )
-    return json_response({"user": (await _render_rows(request, [row]))[0]})
+    return json_response({"user": await _render_full(request, row)})
 
 
 async def _profile_photo(request: web.Request) -> UploadedFile | None:
@@ -196,7 +196,8 @@ async def _search(request: web.Request, states: tuple[str, ...]) -> web.Response
         pool_of(request), viewer, tsquery=tsquery or "''", emails=emails, states=states,
         page=page,
     )
-    return json_response({"users": await _render_rows(request, rows)})
+    base = community_of(request).base_url
+    return json_response({"users": actions.listed_users(viewer, rows, base)})
 
 
 async def search_users(request: web.Request) -> web.Response:
@@ -213,5 +214,6 @@ async def list_employees(request: web.Request) -> web.Response:
     page = await parse_page(request)
     viewer = viewer_of(request)
     rows = await actions.employees(pool_of(request), viewer, path_id(request, "user_id"), page)
-    return json_response({"users": await _render_rows(request, rows)})
+    base = community_of(request).base_url
+    return json_response({"users": actions.listed_users(viewer, rows, base)})
 

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import pytest
 
-from app.render.users import custom_fields_of, embedded_user, full_user
+from app.render.users import contact_info, custom_fields_of, embedded_user, full_user
 from storage.rows import FullUserRow
 
 BASE = "https://x.example"
@@ -34,7 +34,8 @@ def _row(**changes: Any) -> FullUserRow:
 ])
 def test_full_user_ends_with_embedded_user_keys_values_and_order(changes: dict[str, Any]) -> None:
     row = _row(**changes)
-    full = full_user(row, BASE, viewer_id=1, manager=None, custom_fields=[])
+    full = full_user(row, BASE, viewer_id=1, contact=contact_info(row), manager=None,
+                     custom_fields=[])
     embedded = embedded_user(row, BASE)
     head = ["contact_info", "manager", "custom_fields", "followable", "contact_id",
             "following_count", "followers_count", "status_message"]
@@ -43,10 +44,13 @@ def test_full_user_ends_with_embedded_user_keys_values_and_order(changes: dict[s
 
 
 def test_followable_and_custom_fields() -> None:
-    assert full_user(_row(), BASE, viewer_id=1, manager=None, custom_fields=[])["followable"]
-    assert not full_user(_row(), BASE, viewer_id=7, manager=None, custom_fields=[])["followable"]
-    assert not full_user(_row(viewer_follows=True), BASE, viewer_id=1, manager=None,
-                         custom_fields=[])["followable"]
+    def followable(row: FullUserRow, viewer_id: int) -> bool:
+        return bool(full_user(row, BASE, viewer_id=viewer_id, contact=contact_info(row),
+                              manager=None, custom_fields=[])["followable"])
+
+    assert followable(_row(), 1)
+    assert not followable(_row(), 7)
+    assert not followable(_row(viewer_follows=True), 1)
     expected = [{"id": "3", "value": "Core", "label": "Team"}]
     assert custom_fields_of([[3, "Team", "Core"]]) == expected
     assert custom_fields_of(None) == []

@@ -234,6 +234,28 @@ async def test_list_users_runs_a_fixed_number_of_queries(
     assert next(u for u in page if u["id"] == boss.id)["followers_count"] == len(people[::7])
 
 
+async def test_list_users_shows_each_change_at_once(world: World) -> None:
+    """Pages share the forms of the users they show (app.actions.users.listed_users), by the
+    very values shown: a change is on the next page, and each viewer sees their own."""
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+
+    async def shown(member: Member, user_id: int) -> dict[str, Any]:
+        resp = await member.api.get("/api/users")
+        assert resp.status == 200, resp.text
+        return next(u for u in resp.json["users"] if u["id"] == user_id)
+
+    assert (await shown(admin, bob.id))["status_message"] is None
+    resp = await bob.api.put(f"/api/users/{bob.id}", json={"user": {"status_message": "out"}})
+    assert resp.status == 200, resp.text
+    assert (await shown(admin, bob.id))["status_message"] == "out"
+    assert (await shown(admin, bob.id))["followable"] is True
+    assert (await shown(bob, bob.id))["followable"] is False
+    assert (await admin.api.post(f"/api/users/{bob.id}/followers")).status == 201
+    assert (await shown(admin, bob.id))["followable"] is False
+    assert (await shown(bob, bob.id))["followers_count"] == 1
+
+
 # --- GET /api/users/:id ------------------------------------------------------------------------
 
 

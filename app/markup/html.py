@@ -193,16 +193,17 @@ def _top_level_blocks(tokens: Sequence[Token], env: EnvType) -> list[str]:
 # list or thematic break, ordered list). Newlines, tabs, every space but U+0020, NUL,
 # surrogates and format characters fail str.isprintable. `&` starts an entity only before
 # a `;`, so Q&A stays cheap.
-_NOT_PLAIN_RE = re.compile(
-    r"[\\`*_~\[\]<>]|^(?: |#+(?: |\Z)|[-+](?:[ -]|\Z)|[0-9]+[.)](?: |\Z))| \Z"
-)
+_MARKUP_CHAR_RE = re.compile(r"[\\`*_~\[\]<>]")
+_BLOCK_START_RE = re.compile(r" |#+(?: |\Z)|[-+](?:[ -]|\Z)|[0-9]+[.)](?: |\Z)")
 
 
 def _is_plain_paragraph(text: str) -> bool:
     return (
         text.isprintable()
         and text != ""
-        and _NOT_PLAIN_RE.search(text) is None
+        and not text.endswith(" ")
+        and _BLOCK_START_RE.match(text) is None
+        and _MARKUP_CHAR_RE.search(text) is None
         and not ("&" in text and ";" in text)
     )
 

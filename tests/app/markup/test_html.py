@@ -373,6 +373,7 @@ TRICKY = (
     "\t\n\r\x00\x0b\x0c\x1f\x85\u00a0\u2003\u2028\u3000\u200b\u200d\ufeff"
 )
 PLAIN_FRAGMENTS = [
+    " ",
     "http://",
     "https://x.test/",
     "www.",
@@ -423,6 +424,35 @@ MARKUP = [
 one_markup_texts = st.tuples(near_plain_texts, st.sampled_from(MARKUP), near_plain_texts).map(
     "".join
 )
+# Line starts on either side of what opens a block, before such text.
+LINE_STARTS = [
+    " x",
+    "    x",
+    "#",
+    "# x",
+    "## x",
+    "####### x",
+    "#x",
+    "-",
+    "- x",
+    "--",
+    "---",
+    "- - -",
+    "-x",
+    "+",
+    "+ x",
+    "+1",
+    "1.",
+    "1. x",
+    "12) x",
+    "10.",
+    "123456789) x",
+    "1234567890. x",
+    "1.5",
+    "1x",
+    "===",
+]
+line_start_texts = st.tuples(st.sampled_from(LINE_STARTS), near_plain_texts).map("".join)
 texts = st.lists(
     st.one_of(
         st.sampled_from(PLAIN_FRAGMENTS + MARKUP),
@@ -446,7 +476,11 @@ base_urls = st.sampled_from([BASE, BASE + "/", "http://h.test/sub"])
 
 
 @settings(max_examples=1000)
-@given(text=texts | near_plain_texts | one_markup_texts, mentions=mention_maps, base_url=base_urls)
+@given(
+    text=texts | near_plain_texts | one_markup_texts | line_start_texts,
+    mentions=mention_maps,
+    base_url=base_urls,
+)
 def test_shortcut_answers_as_markdown_it_does(
     text: str, mentions: dict[str, MentionTarget], base_url: str
 ) -> None:

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from app.markup.html import (
     _ENV_KEY,
+    _MD,
     MentionTarget,
     _context,
     _is_plain_paragraph,
@@ -363,6 +364,51 @@ def test_plain_paragraph_exact_output() -> None:
         f'<p>Q&amp;A "now" at <a href="{url}" title="{url}">{url}</a>,'
         f" {ANN_LINK.format('AnnLee')} {tag_link('Go', 'go')}</p>"
     )
+
+
+def test_shortcut_rule_was_read_from_these_parser_rules() -> None:
+    """_is_plain_paragraph was derived from exactly these rules: a rule enabled on _MD (say
+    linkify, typographer or tables) needs the shortcut re-read before this list is updated."""
+    assert _MD.core.ruler.get_active_rules() == [
+        "normalize",
+        "block",
+        "inline",
+        "commons_entities",
+        "text_join",
+    ]
+    assert _MD.block.ruler.get_active_rules() == [
+        "code",
+        "fence",
+        "blockquote",
+        "hr",
+        "list",
+        "reference",
+        "html_block",
+        "heading",
+        "lheading",
+        "paragraph",
+    ]
+    assert _MD.inline.ruler.get_active_rules() == [
+        "text",
+        "newline",
+        "escape",
+        "backticks",
+        "strikethrough",
+        "emphasis",
+        "link",
+        "autolink",
+        "html_inline",
+        "entity",
+    ]
+    assert _MD.inline.ruler2.get_active_rules() == [
+        "balance_pairs",
+        "strikethrough",
+        "emphasis",
+        "fragments_join",
+    ]
+    assert not _MD.options["html"]
+    assert not _MD.options["linkify"]
+    assert not _MD.options["typographer"]
 
 
 # Characters markdown, HTML or the entity scanner treat specially, with ordinary ones.

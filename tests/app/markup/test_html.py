@@ -1,8 +1,21 @@
 from html.parser import HTMLParser
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from app.markup.html import MentionTarget, render_html, slugify
+from app.markup.html import (
+    _ENV_KEY,
+    _MD,
+    MentionTarget,
+    _context,
+    _is_plain_paragraph,
+    _markdown_blocks,
+    _plain_paragraph,
+    _render_markdown,
+    render_html,
+    slugify,
+)
 
 BASE = "https://commons.test"
 ANN = MentionTarget(
@@ -273,6 +286,268 @@ def test_no_rel_or_extra_attributes_added() -> None:
     out = render("http://x.test")
     assert "rel=" not in out
     assert out == body('<p><a href="http://x.test" title="http://x.test">http://x.test</a></p>')
+
+
+# --- the plain-paragraph shortcut ------------------------------------------------------------
+# render_html skips markdown-it for a one-line plain text; its answer must be markdown-it's.
+
+
+def assert_same_as_markdown(
+    text: str, base_url: str = BASE, mentions: dict[str, MentionTarget] = MENTIONS
+) -> None:
+    """The shortcut's html equals markdown-it's, before the sanitizer and after it."""
+    out = render_html(text, base_url=base_url, mentions=mentions)
+    assert out == _render_markdown(text, base_url=base_url, mentions=mentions)
+    if _is_plain_paragraph(text):
+        ctx = _context(base_url, mentions)
+        assert _plain_paragraph(text, ctx) == _markdown_blocks(text, {_ENV_KEY: ctx})
+
+
+@pytest.mark.parametrize(
+    ("text", "plain"),
+    [
+        ("Shipping the #release today, thanks @AnnLee!", True),
+        ("#tag opens the line", True),
+        ("##tag", True),
+        ("# x", False),  # heading
+        ("#", False),  # empty heading
+        ("###### six", False),
+        ("- x", False),  # bullet list
+        ("-", False),
+        ("---", False),  # thematic break
+        ("-- note", False),  # a paragraph, but refused with the breaks
+        ("-x", True),
+        ("+ x", False),
+        ("+1", True),
+        ("1. first", False),  # ordered list
+        ("2024) was long", False),
+        ("1.", False),
+        ("1.5 is fine", True),
+        ("see http://x.test/a?b=1&c=2 and www.y.test/p?q=%20#frag", True),
+        ("Q&A at noon", True),  # `&` is an entity only before a `;`
+        ("&amp; then;", False),
+        ("Q&A; again", False),
+        ('He said "hi" and it\'s (mostly) fine!', True),
+        ("@nobody and @AnnLee.", True),
+        ("mail annlee@mail.test", True),
+        ("Grüße an @crew — 中文 #Café, ok?", True),
+        ("a | b = c {d} $e ^f 50% : ; / ,", True),
+        ("a  b", True),  # inner runs of spaces stay text
+        (" x", False),
+        ("x ", False),
+        ("a\tb", False),
+        ("a\u00a0b", False),  # only the plain space
+        ("a\u2028b", False),
+        ("a\u200db", False),  # format characters (zero-width joiner) too
+        ("a\nb", False),
+        ("a\rb", False),
+        ("a\x00b", False),
+        ("", False),
+        ("**x**", False),
+        ("snake_case", False),
+        ("a\\b", False),
+        ("`x`", False),
+        ("~~x~~", False),
+        ("[x](y)", False),
+        ("a <b> c", False),
+        ("> q", False),
+    ],
+)
+def test_plain_paragraph_examples(text: str, plain: bool) -> None:
+    assert _is_plain_paragraph(text) is plain
+    assert_same_as_markdown(text)
+
+
+def test_plain_paragraph_exact_output() -> None:
+    url = "http://x.test/a?b=1&amp;c=2"
+    assert render('Q&A "now" at http://x.test/a?b=1&c=2, @AnnLee #Go') == body(
+        f'<p>Q&amp;A "now" at <a href="{url}" title="{url}">{url}</a>,'
+        f" {ANN_LINK.format('AnnLee')} {tag_link('Go', 'go')}</p>"
+    )
+
+
+def test_shortcut_rule_was_read_from_these_parser_rules() -> None:
+    """_is_plain_paragraph was derived from exactly these rules: a rule enabled on _MD (say
+    linkify, typographer or tables) needs the shortcut re-read before this list is updated."""
+    assert _MD.core.ruler.get_active_rules() == [
+        "normalize",
+        "block",
+        "inline",
+        "commons_entities",
+        "text_join",
+    ]
+    assert _MD.block.ruler.get_active_rules() == [
+        "code",
+        "fence",
+        "blockquote",
+        "hr",
+        "list",
+        "reference",
+        "html_block",
+        "heading",
+        "lheading",
+        "paragraph",
+    ]
+    assert _MD.inline.ruler.get_active_rules() == [
+        "text",
+        "newline",
+        "escape",
+        "backticks",
+        "strikethrough",
+        "emphasis",
+        "link",
+        "autolink",
+        "html_inline",
+        "entity",
+    ]
+    assert _MD.inline.ruler2.get_active_rules() == [
+        "balance_pairs",
+        "strikethrough",
+        "emphasis",
+        "fragments_join",
+    ]
+    assert not _MD.options["html"]
+    assert not _MD.options["linkify"]
+    assert not _MD.options["typographer"]
+
+
+# Characters markdown, HTML or the entity scanner treat specially, with ordinary ones.
+TRICKY = (
+    "aZé中ß\u0130\u017f\u212a09 "  # letters (dotted I, long s and the Kelvin sign fold oddly)
+    "#@.,:/-+!?()'=%;&\"|{}$^"
+    "\\`*_[]<>~"
+    "\t\n\r\x00\x0b\x0c\x1f\x85\u00a0\u2003\u2028\u3000\u200b\u200d\ufeff"
+)
+PLAIN_FRAGMENTS = [
+    " ",
+    "http://",
+    "https://x.test/",
+    "www.",
+    "x.test",
+    "?a=1&b=2",
+    "#",
+    "#tag",
+    "@",
+    "@ann",
+    "@AnnLee",
+    "@b.o-b",
+    "1. ",
+    "1) ",
+    "- ",
+    "+ ",
+    "-",
+    "---",
+    "# ",
+    "&amp;",
+    "&#35;",
+    "===",
+]
+# Without what the shortcut refuses anywhere in a text: half of these are near its edge.
+NEAR_PLAIN = "aZé中ß\u0130\u017f\u212a09 #@.,:/-+!?()'=%;&\"|{}$^"
+near_plain_texts = st.lists(
+    st.one_of(st.sampled_from(PLAIN_FRAGMENTS), st.text(alphabet=NEAR_PLAIN, max_size=4)),
+    max_size=10,
+).map("".join)
+# One piece of markup amid such text: the shortcut must see each of them.
+MARKUP = [
+    "_x_",
+    "@ann_x",
+    "*x*",
+    "~~x~~",
+    "`x`",
+    "[x](y)",
+    "<http://x.test>",
+    "<b>",
+    "\\#x",
+    "&amp;",
+    "\n",
+    "\nx\n",
+    "\n===",
+    "\t",
+    "    ",
+    "\u00a0",
+]
+one_markup_texts = st.tuples(near_plain_texts, st.sampled_from(MARKUP), near_plain_texts).map(
+    "".join
+)
+# Line starts on either side of what opens a block, before such text.
+LINE_STARTS = [
+    " x",
+    "    x",
+    "#",
+    "# x",
+    "## x",
+    "####### x",
+    "#x",
+    "-",
+    "- x",
+    "--",
+    "---",
+    "- - -",
+    "-x",
+    "+",
+    "+ x",
+    "+1",
+    "1.",
+    "1. x",
+    "12) x",
+    "10.",
+    "123456789) x",
+    "1234567890. x",
+    "1.5",
+    "1x",
+    "===",
+]
+line_start_texts = st.tuples(st.sampled_from(LINE_STARTS), near_plain_texts).map("".join)
+texts = st.lists(
+    st.one_of(
+        st.sampled_from(PLAIN_FRAGMENTS + MARKUP),
+        st.text(alphabet=NEAR_PLAIN, max_size=4),
+        st.text(alphabet=TRICKY, max_size=4),
+    ),
+    max_size=10,
+).map("".join)
+targets = st.builds(
+    MentionTarget,
+    kind=st.sampled_from(["user", "group"]),
+    id=st.integers(1, 10**6),
+    name=st.just("n"),
+    url=st.sampled_from([f"{BASE}/users/1-ann", "javascript:alert(1)", 'https://x.test/"a&b']),
+    tooltip_url=st.sampled_from([None, "/api/users/1-ann.json", '/x" onclick="y']),
+)
+mention_maps = st.dictionaries(
+    st.sampled_from(["ann", "AnnLee", "b.o-b", "ß", "İ", "tag"]), targets, max_size=3
+)
+base_urls = st.sampled_from([BASE, BASE + "/", "http://h.test/sub"])
+
+
+@settings(max_examples=1000)
+@given(
+    text=texts | near_plain_texts | one_markup_texts | line_start_texts,
+    mentions=mention_maps,
+    base_url=base_urls,
+)
+def test_shortcut_answers_as_markdown_it_does(
+    text: str, mentions: dict[str, MentionTarget], base_url: str
+) -> None:
+    assert_same_as_markdown(text, base_url, mentions)
+
+
+# Everyday chat: words, entities and sentence punctuation, one space apart.
+chat_words = st.one_of(
+    st.text(alphabet="aZé中ß09'\"!?.,:()%=+-/", min_size=1, max_size=6).filter(
+        lambda w: w[0] not in "-+0123456789"  # keeps the line start from opening a block
+    ),
+    st.sampled_from(["#tag", "#Café", "@AnnLee", "@crew", "@nobody", "Q&A"]),
+    st.sampled_from(["http://x.test/a?b=1&c=2", "https://x.test/p#f", "www.x.test/(a)"]),
+)
+chat_lines = st.lists(chat_words, min_size=1, max_size=12).map(" ".join)
+
+
+@given(text=chat_lines)
+def test_chat_lines_take_the_shortcut(text: str) -> None:
+    assert _is_plain_paragraph(text)
+    assert_same_as_markdown(text)
 
 
 # --- slugify ---------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ whatever json codecs the pool installs.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -154,9 +155,11 @@ class TailInsert:
 _PLACEHOLDER = re.compile(r"\$(\d+)")
 
 
+@functools.lru_cache(maxsize=256)
 def _shifted(sql: str, by: int) -> str:
     """`sql` with its placeholders renumbered from $1+by (our statements hold no `$` but in
-    placeholders: no string literal, no dollar quoting)."""
+    placeholders: no string literal, no dollar quoting). Cached: a few statements, each
+    renumbered the same few ways."""
     return _PLACEHOLDER.sub(lambda m: f"${int(m.group(1)) + by}", sql)
 
 

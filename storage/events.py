@@ -197,7 +197,7 @@ async def stage_events(
     `ids.numbered()` gives them with their ids. Call inside the transaction, last or not (it
     locks nothing), with `ids` listening on `conn` since before the commit. `versions`: the
     content versions the same COMMIT bumps (storage/versions.py), in the same statement, as
-    are the `tail` inserts (push jobs: push.jobs.PushBatch)."""
+    are the `tail` inserts (push jobs: push.jobs.jobs)."""
     if not events and not versions and not tail:
         return
     if not tail:  # the common statement, whose text never varies

@@ -150,13 +150,25 @@ def listed_users(
         key = (base, row["id"] == viewer.id, row)
         form = forms.get(key)
         if form is None:
-            if len(forms) >= LISTED_FORMS_SIZE:
-                forms.clear()
             # a copy: orjson's own bytes keep about 8 KB of buffer for a 2 KB user
-            form = forms[key] = orjson.Fragment(
+            form = orjson.Fragment(
                 bytes(memoryview(dumps(_listed_user(viewer, row, base, managers)))))
+            if _cacheable(row):
+                if len(forms) >= LISTED_FORMS_SIZE:
+                    forms.clear()
+                forms[key] = form
         out.append(form)
     return out
+
+
+# The JSON columns of a row kept as a key are at most this long together: a user may write
+# kilobytes of contact info or custom values (keys the form never shows included), and 2,048
+# such rows must not pin hundreds of megabytes. A longer row is rendered, not kept.
+MAX_CACHED_JSON = 4096
+
+
+def _cacheable(row: ListedUserRow) -> bool:
+    return len(row["contact_info"] or "") + len(row["custom_values"] or "") <= MAX_CACHED_JSON
 
 
 def _listed_user(

@@ -127,3 +127,21 @@ async def test_the_shared_forms_are_bounded(
     monkeypatch.setattr(actions, "_LISTED_FORMS", {})
     assert [u["id"] for u in parsed(await page(world, admin))] == [admin.id, boss.id, amy.id]
     assert len(actions._LISTED_FORMS) <= 2
+
+
+async def test_a_row_with_long_json_is_rendered_but_not_kept(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Contact info and custom values are the user's to write, keys the form never shows
+    included: a row whose JSON is long is no key to keep (2,048 of them would pin hundreds of
+    megabytes), only rendered."""
+    admin, _, amy = await _profiled_team(world)
+    monkeypatch.setattr(actions, "_LISTED_FORMS", {})
+    resp = await amy.api.put(f"/api/users/{amy.id}", json={"user": {
+        "contact_info": {"never_shown": "x" * (actions.MAX_CACHED_JSON + 1)}}})
+    assert resp.status == 200, resp.text
+    shown = parsed(await page(world, admin))
+    assert [u["id"] for u in shown][2] == amy.id
+    assert shown[2] == orjson.loads(dumps(resp.json["user"]))
+    kept = {key[2]["id"] for key in actions._LISTED_FORMS}
+    assert amy.id not in kept and admin.id in kept

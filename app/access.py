@@ -61,6 +61,9 @@ def is_group_admin(viewer: Viewer, group: Mapping[str, Any]) -> bool:
     return group["viewer_role"] == "admin" or viewer.is_admin
 
 
+CONVERSATION_NOT_FOUND = "Conversation not found"  # non-members and strangers alike
+
+
 async def access_conversation(
     conn: Conn, viewer: Viewer, conversation_id: int, *, lock: bool = False
 ) -> asyncpg.Record:
@@ -72,7 +75,7 @@ async def access_conversation(
         conn, viewer.community_id, conversation_id, viewer.id, lock=lock
     )
     if row is None:
-        raise NotFound("Conversation not found")
+        raise NotFound(CONVERSATION_NOT_FOUND)
     return row
 
 

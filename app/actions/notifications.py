@@ -295,11 +295,9 @@ async def notify_group_membership(
 # --- push for conversation remarks -----------------------------------------------------------
 
 
-def remark_push(
-    conversation: Mapping[str, Any],
-    activity: Mapping[str, Any],
-) -> TailInsert | None:
-    """For the remark's unit of work (`activity` as storage.activities.insert returns it):
+def remark_push(activity: Mapping[str, Any]) -> TailInsert | None:
+    """For the remark's unit of work (`activity` as storage.activities.post_remark returns
+    it, with its conversation's name):
     a push job for every other current member's `conversations` devices with
     push_conversation_activity on. The worker sends it only if the member has not acknowledged
     the remark by then. None when there is no other member."""
@@ -314,18 +312,19 @@ def remark_push(
     if text is None:
         text = "shared a message" if activity["shared_message_id"] else "sent an attachment"
         text = f"{author} {text}"
-    title = conversation["name"] or author
+    conversation_id = activity["conversation_id"]
+    title = activity["conversation_name"] or author
     body = text if title == author else f"{author}: {text}"
     message = PushMessage(
-        title=title, body=body, thread=f"conversation:{conversation['id']}",
-        data={"type": "remark", "conversation_id": str(conversation["id"]),
+        title=title, body=body, thread=f"conversation:{conversation_id}",
+        data={"type": "remark", "conversation_id": str(conversation_id),
               "activity_id": str(activity["id"])},
     )
-    check = {"switch": "push_conversation_activity", "conversation_id": conversation["id"],
+    check = {"switch": "push_conversation_activity", "conversation_id": conversation_id,
              "activity_id": activity["id"]}
     payload = push_jobs.payload(message, check)
     return push_jobs.jobs(
-        conversation["community_id"], "remark", members, [payload],
+        activity["community_id"], "remark", members, [payload],
         notification_type="conversations", switch="push_conversation_activity",
     )
 

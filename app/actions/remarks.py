@@ -15,13 +15,13 @@ from typing import Any
 
 import asyncpg
 
-from app.access import access_conversation
+from app.access import CONVERSATION_NOT_FOUND, access_conversation
 from app.actions import attachments as attachment_actions
 from app.actions.messages import Limits, load_feed
 from app.actions.notifications import remark_push
 from app.actions.work import Work, work
 from app.context import Viewer
-from app.errors import Invalid
+from app.errors import Invalid, NotFound
 from app.markup.entities import extract_mentions
 from app.markup.html import MentionTarget, render_html
 from app.params import UploadedFile
@@ -170,10 +170,11 @@ async def post_in_transaction(
     comes before it: the Markdown, the mention lookup, the shared message's rendering. Under
     the lock only writes happen and the activity is assembled from parts made before, plus the
     inserted row and its claimed attachments (docs/conversations.md, "Rendering and the
-    conversation lock"). The membership is checked once, under the lock, unless the remark
-    reads something first (a guid's earlier remark, a shared message): then also before, so
-    that a non-member learns nothing of them. A non-member's text is rendered for nothing and
-    refused with the same 404.
+    conversation lock"). The membership is checked once, by the statement that takes the lock
+    and writes the remark (storage.activities.post_remark), unless the remark reads something
+    first (a guid's earlier remark, a shared message): then also before, so that a non-member
+    learns nothing of them. A non-member's text is rendered for nothing and refused with the
+    same 404.
 
     A remark whose client_provided_guid this author already used in this conversation is not
     posted again: the first one is returned, with no event, and created=False.
@@ -194,14 +195,16 @@ async def post_in_transaction(
             remark.shared_message_id)
     text = remark.text.strip()
     html = await body_html(conn, viewer, base, text)
-    # the lock, and the membership again under it (a member may have left meanwhile)
-    conversation = await access_conversation(conn, viewer, conversation_id, lock=True)
-    row = await activities.insert(
-        conn, viewer.community_id, conversation_id, viewer.id, "post",
+    # the lock, the membership again under it (a member may have left meanwhile) and the
+    # remark with its bookkeeping: one statement
+    row = await activities.post_remark(
+        conn, viewer.community_id, conversation_id, viewer.id,
         text=text, html=html, longitude=remark.longitude, latitude=remark.latitude,
         client_provided_guid=guid, shared_message_id=remark.shared_message_id,
     )
-    if row is None:  # the same guid, committed meanwhile by a concurrent retry
+    if row is None:
+        raise NotFound(CONVERSATION_NOT_FOUND)
+    if row["id"] is None:  # the same guid, committed meanwhile by a concurrent retry
         assert guid is not None
         existing = await activities.by_guid(conn, conversation_id, viewer.id, guid)
         assert existing is not None
@@ -209,7 +212,7 @@ async def post_in_transaction(
     attached = await attachment_actions.claim_attachments(
         conn, viewer, remark.attachment_ids, REMARK_SUBJECT, row["id"]
     ) if remark.attachment_ids else []
-    push = remark_push(conversation, row)  # the other members' devices
+    push = remark_push(row)  # the other members' devices
     rendered = activity(  # attachments in id order, as every read lists them
         row, base, shared_message=shared,
         attachments=[render_attachment(a, base) for a in sorted(attached, key=lambda a: a["id"])],

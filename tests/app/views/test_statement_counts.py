@@ -24,9 +24,10 @@ BENCH_MESSAGE_STATEMENTS = 7
 # ... into a group, with a mention, a tag and a link (29, then 16 and 12 before): + the group,
 # the resource, and rendering's group and resource.
 FULL_MESSAGE_STATEMENTS = 11
-# POST remark (12, then 7 before): the viewer, BEGIN, the membership under the conversation's
-# lock, the remark with its conversation's bookkeeping, the event with its push jobs, COMMIT.
-REMARK_STATEMENTS = 6
+# POST remark (12, then 7 and 6 before): the viewer, BEGIN, the conversation's lock with the
+# membership under it and the remark with its conversation's bookkeeping (one statement), the
+# event with its push jobs, COMMIT.
+REMARK_STATEMENTS = 5
 # POST comment (21, then 10 before): the viewer, BEGIN, the message, the blocked words with the
 # mentioned names, the comment with its message's bump, recipients and topics, the thread's
 # participants, the notifications with their sender, the event with their push jobs, COMMIT;

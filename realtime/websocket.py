@@ -150,10 +150,12 @@ def serve_realtime(
     load_channels: ChannelLoader,
     since: int | None,
     settings: RealtimeSettings,
+    on_close: Callable[[], None] | None = None,
 ) -> Coroutine[Any, Any, web.WebSocketResponse]:
-    """Upgrade `request` and run the socket until it closes; await it from the handler and
-    return the response it gives. (Not a coroutine itself: the one it returns does the whole
-    socket, so an idle socket holds one frame here instead of a chain of them.)"""
+    """Upgrade `request` and run the socket until it closes (then call `on_close`, however
+    it ended); await it from the handler, or return it from a handler that is no coroutine
+    itself, and return the response it gives. (Not a coroutine itself: the one it returns
+    does the whole socket, so an idle socket holds one frame here instead of a chain.)"""
     connection = RealtimeConnection(
         websocket_response(settings),
         community_id=community_id,
@@ -164,7 +166,7 @@ def serve_realtime(
         transport=request.transport,
         heartbeat=True,
     )
-    return connection.run(load_channels, since, upgrade=request)
+    return connection.run(load_channels, since, upgrade=request, on_close=on_close)
 
 
 PING_WIRE = b"\x89\x00"  # a whole unmasked PING frame with no payload (RFC 6455 5.5.2)
@@ -286,69 +288,74 @@ class RealtimeConnection:
 
     async def run(
         self, load_channels: ChannelLoader, since: int | None,
-        upgrade: web.BaseRequest | None = None,
+        upgrade: web.BaseRequest | None = None, on_close: Callable[[], None] | None = None,
     ) -> web.WebSocketResponse:
         """Serve the socket until it closes (first upgrading `upgrade` when given); always
-        detaches from the hub. One coroutine from the upgrade to the close: every frame
-        suspended for the socket's lifetime is memory an idle socket keeps."""
-        ws = self._ws
-        if upgrade is not None:
-            await ws.prepare(upgrade)
-            del upgrade  # (aiohttp keeps the request; this frame need not)
-        metrics.WEBSOCKETS_OPENED.inc()
-        metrics.WEBSOCKETS.inc()
-        beating = self._silent >= 0
-        if beating:
-            _Heartbeat.join(self, self._settings.heartbeat)
+        detaches from the hub, then calls `on_close`. One coroutine from the upgrade to the
+        close: every frame suspended for the socket's lifetime is memory an idle socket
+        keeps."""
         try:
-            try:
-                position = await self._hub.attach(self)
-            except Exception:
-                log.exception("realtime: cannot attach user %s", self.user_id)
-                with contextlib.suppress(Exception):
-                    await ws.close(code=WSCloseCode.INTERNAL_ERROR, message=b"unavailable")
-                return ws
-            try:
-                await self._start(load_channels, since, position)
-                del load_channels
-                # The read loop (clients only ever send pings), `async for` unrolled: one
-                # coroutine less suspended per idle socket.
-                while True:
-                    message = await ws.receive()
-                    kind = message.type
-                    if self._silent > 0:
-                        self._silent = 0  # anything from the client shows it is there
-                    if kind is WSMsgType.TEXT:
-                        self._on_text(message.data)
-                    elif kind is WSMsgType.PING and beating:
-                        # what aiohttp's autoping did (off: see websocket_response)
-                        await ws.pong(message.data)
-                    elif kind in _ENDED:
-                        break
-            except ConnectionError:
-                pass  # the peer went away mid-setup
-            except Refused as refused:
-                self.terminate(refused.code, refused.reason)
-            except Exception:
-                log.exception("realtime: socket of user %s failed", self.user_id)
-                self.terminate(WSCloseCode.INTERNAL_ERROR, "internal error")
-            finally:
-                self._hub.detach(self)
-                self._closing = True
-                self._setup = None
-                if self._writer is not None:
-                    self._writer.cancel()
-                if self._closer is not None:
-                    with contextlib.suppress(Exception):
-                        await self._closer
-                if not ws.closed:
-                    with contextlib.suppress(Exception):
-                        await ws.close()
-        finally:
+            ws = self._ws
+            if upgrade is not None:
+                await ws.prepare(upgrade)
+                del upgrade  # (aiohttp keeps the request; this frame need not)
+            metrics.WEBSOCKETS_OPENED.inc()
+            metrics.WEBSOCKETS.inc()
+            beating = self._silent >= 0
             if beating:
-                _Heartbeat.leave(self, self._settings.heartbeat)
-            metrics.WEBSOCKETS.dec()
-        return ws
+                _Heartbeat.join(self, self._settings.heartbeat)
+            try:
+                try:
+                    position = await self._hub.attach(self)
+                except Exception:
+                    log.exception("realtime: cannot attach user %s", self.user_id)
+                    with contextlib.suppress(Exception):
+                        await ws.close(code=WSCloseCode.INTERNAL_ERROR, message=b"unavailable")
+                    return ws
+                try:
+                    await self._start(load_channels, since, position)
+                    del load_channels
+                    # The read loop (clients only ever send pings), `async for` unrolled: one
+                    # coroutine less suspended per idle socket.
+                    while True:
+                        message = await ws.receive()
+                        kind = message.type
+                        if self._silent > 0:
+                            self._silent = 0  # anything from the client shows it is there
+                        if kind is WSMsgType.TEXT:
+                            self._on_text(message.data)
+                        elif kind is WSMsgType.PING and beating:
+                            # what aiohttp's autoping did (off: see websocket_response)
+                            await ws.pong(message.data)
+                        elif kind in _ENDED:
+                            break
+                except ConnectionError:
+                    pass  # the peer went away mid-setup
+                except Refused as refused:
+                    self.terminate(refused.code, refused.reason)
+                except Exception:
+                    log.exception("realtime: socket of user %s failed", self.user_id)
+                    self.terminate(WSCloseCode.INTERNAL_ERROR, "internal error")
+                finally:
+                    self._hub.detach(self)
+                    self._closing = True
+                    self._setup = None
+                    if self._writer is not None:
+                        self._writer.cancel()
+                    if self._closer is not None:
+                        with contextlib.suppress(Exception):
+                            await self._closer
+                    if not ws.closed:
+                        with contextlib.suppress(Exception):
+                            await ws.close()
+            finally:
+                if beating:
+                    _Heartbeat.leave(self, self._settings.heartbeat)
+                metrics.WEBSOCKETS.dec()
+            return ws
+        finally:
+            if on_close is not None:
+                on_close()
 
     def heartbeat_tick(self) -> None:
         """From `_Heartbeat`, every heartbeat / 2 s: PING a client silent for two ticks; drop

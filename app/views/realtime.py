@@ -11,7 +11,11 @@ moment the socket asks for them (after it has its position in the event stream).
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import cast
 
 from aiohttp import web
 
@@ -92,23 +96,41 @@ class _Socket:
             self._presence.release(self.community_id, self.user_id)
 
 
-async def realtime(request: web.Request) -> web.StreamResponse:
+def _frameless(
+    view: Callable[[web.Request], Awaitable[web.StreamResponse]],
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """`view`, a plain function that returns the awaitable serving the request, marked as
+    aiohttp wants a handler (a coroutine function), so that aiohttp neither warns nor wraps
+    it in a coroutine of its own: an idle socket then holds no frame of the view (about 400
+    bytes of its memory, issue 13's RSS per idle websocket)."""
+    mark = getattr(inspect, "markcoroutinefunction", None)
+    if mark is not None:  # Python 3.12 and later
+        return cast("Callable[[web.Request], Awaitable[web.StreamResponse]]", mark(view))
+    # Python 3.11: what its asyncio.iscoroutinefunction (which aiohttp asks) looks for
+    setattr(view, "_is_coroutine", asyncio.coroutines._is_coroutine)  # type: ignore[attr-defined]  # noqa: B010
+    return view
+
+
+@_frameless
+def realtime(request: web.Request) -> Awaitable[web.StreamResponse]:
+    """Checks what must be refused before the upgrade (raised before anything is awaited,
+    so the error layers answer it as any view's), then returns the socket's one coroutine;
+    the presence hold is released when it ends, however it ends."""
     viewer = viewer_of(request)
     if not web.WebSocketResponse().can_prepare(request).ok:
         raise BadRequest(
             "GET /api/realtime is a websocket: connect with Upgrade: websocket"
         )
+    since = _since(request)
     socket = _Socket(request, viewer.community_id, viewer.id)
-    try:
-        return await serve_realtime(
-            request,
-            hub=hub_of(request),
-            pool=pool_of(request),
-            community_id=socket.community_id,
-            user_id=socket.user_id,
-            load_channels=socket,
-            since=_since(request),
-            settings=realtime_settings(settings_of(request)),
-        )
-    finally:
-        socket.release()
+    return serve_realtime(
+        request,
+        hub=hub_of(request),
+        pool=pool_of(request),
+        community_id=socket.community_id,
+        user_id=socket.user_id,
+        load_channels=socket,
+        since=since,
+        settings=realtime_settings(settings_of(request)),
+        on_close=socket.release,
+    )

@@ -17,6 +17,7 @@ from app.config import Settings
 from app.main import create_app
 from app.passwords import Passwords
 from app.resources import HUB, POOL
+from app.views import realtime as realtime_views
 from realtime.channels import channel_names, conversation_channel, group_channel
 from realtime.events import NewEvent
 from realtime.websocket import SLOW_READER_CLOSE_CODE
@@ -75,6 +76,17 @@ async def test_welcome_frame(world: World) -> None:
     assert welcome == {"type": "welcome", "user_id": bob.id, "last_event_id": str(committed)}
     await ws.send_json({"type": "ping"})
     assert await next_frame(ws) == {"type": "pong"}
+
+
+async def test_the_view_is_the_route_handler_itself(world: World) -> None:
+    """aiohttp takes the realtime view as it is (no wrapper of its own, no deprecation
+    warning): the view returns the socket's one coroutine, so an idle socket keeps no frame
+    of the view or of a wrapper (issue 13, RSS per idle websocket)."""
+    [route] = [r for r in world.client.app.router.routes()
+               if r.method == "GET" and r.resource is not None
+               and r.resource.canonical.startswith("/api/realtime{")]
+    assert route.handler is realtime_views.realtime
+    assert asyncio.iscoroutinefunction(route.handler)
 
 
 async def test_a_socket_holds_its_user_online_until_it_closes(world: World) -> None:

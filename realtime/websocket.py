@@ -263,7 +263,7 @@ class RealtimeConnection:
         `websocket_response`: aiohttp's own heartbeat and autoping are off)."""
         self.community_id = community_id
         self.user_id = user_id
-        self.channels: set[str] = set()
+        self.channels: tuple[str, ...] = ()  # maintained by the hub
         self._ws = ws
         self._hub = hub
         self._pool = pool

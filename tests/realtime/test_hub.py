@@ -20,7 +20,7 @@ class Collector:
 
     def __init__(self, community_id: int, channels: Sequence[str] = ()) -> None:
         self.community_id = community_id
-        self.channels: set[str] = set()
+        self.channels: tuple[str, ...] = ()
         self.wanted = list(channels)
         self.events: list[EncodedEvent] = []
         self.terminated: tuple[int, str] | None = None

@@ -317,7 +317,7 @@ async def test_a_reader_that_never_reads_is_cut_after_about_the_bound(
     sock = await never_reading_client(client.port, "/rt-conn?user=7&channel=c")
     try:
         for _ in range(1000):  # until the socket is live
-            if connections and connections[0].channels == {"c", "user:7"}:
+            if connections and set(connections[0].channels) == {"c", "user:7"}:
                 break
             await asyncio.sleep(0.01)
         payload = "x" * 16_000

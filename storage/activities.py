@@ -22,58 +22,37 @@ u.username AS actor_username, u.avatar_id AS actor_avatar_id, u.state AS actor_s
 
 _FROM = "FROM conversation_activities a JOIN users u ON u.id = a.actor_id"
 
-# What writing an activity changes besides its own row `a`: the conversation's latest activity
-# and, for a remark (verb post), the conversation unhidden for the other members and read by its
-# author. A remark also returns `other_member_ids`, whom it is pushed to.
-_BOOKKEEPING = """
-touched AS (
+# Every activity `a` moves its conversation's latest activity.
+_TOUCHED = """touched AS (
     UPDATE conversations c
     SET latest_activity_id = greatest(coalesce(c.latest_activity_id, 0), a.id),
         last_activity_at = greatest(c.last_activity_at, a.created_at)
     FROM a WHERE c.id = a.conversation_id
-), unhidden AS (
-    UPDATE conversation_members m SET hidden = false FROM a
-    WHERE a.verb = 'post' AND m.conversation_id = a.conversation_id
-      AND m.user_id <> a.actor_id AND m.left_at IS NULL AND m.hidden
-), read_own AS (
-    UPDATE conversation_members m SET last_read_activity_id = a.id, hidden = false FROM a
-    WHERE a.verb = 'post' AND m.conversation_id = a.conversation_id
-      AND m.user_id = a.actor_id AND m.left_at IS NULL
 )"""
-_OTHER_MEMBERS = """
-    CASE WHEN a.verb = 'post' THEN ARRAY(
-        SELECT m.user_id FROM conversation_members m
-        WHERE m.conversation_id = a.conversation_id AND m.left_at IS NULL
-          AND m.user_id <> a.actor_id
-        ORDER BY m.user_id
-    ) END AS other_member_ids"""
-_ON_GUID = """ON CONFLICT (conversation_id, actor_id, client_provided_guid)
-        WHERE client_provided_guid IS NOT NULL DO NOTHING"""
 
-# One statement writes an activity with its bookkeeping; a guid already used inserts nothing,
-# changes nothing and returns no row. For callers that hold the conversation's row lock.
-# created_at is the insert time (not the transaction's start), so that activities written
-# one after another under the conversation's lock are also in time order.
+# A membership or name change (verb join, leave, update) and its bookkeeping, in one
+# statement, for callers that hold the conversation's row lock. created_at is the insert time
+# (not the transaction's start), so that activities written one after another under the
+# conversation's lock are also in time order.
 INSERT = f"""
 WITH a AS (
     INSERT INTO conversation_activities AS a (community_id, conversation_id, actor_id, verb,
-        text, html, longitude, latitude, client_provided_guid, shared_message_id, created_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, clock_timestamp())
-    {_ON_GUID}
+        text, created_at)
+    VALUES ($1, $2, $3, $4, $5, clock_timestamp())
     RETURNING a.*
-), {_BOOKKEEPING}
-SELECT {COLUMNS}, {_OTHER_MEMBERS}
-FROM a JOIN users u ON u.id = a.actor_id
+), {_TOUCHED}
+SELECT {COLUMNS} FROM a JOIN users u ON u.id = a.actor_id
 """
 
 # A remark ($3 the author) in one statement: the conversation's row lock, taken only if the
 # author is a current member (their membership row locked too, so that a leave committed while
 # this waited is seen: a row that no longer qualifies is dropped by the lock's re-check), then
-# the remark (its id drawn after the lock: ids in commit order, docs/conversations.md) with its
-# bookkeeping. No row: not a member. A row with a null id: the guid was already used (nothing
-# written). `conversation_name` is for the push. The other members are those of this
-# statement's snapshot, taken before the lock: a member who joined while it waited is not
-# pushed this remark (they see it in the conversation).
+# the remark (its id drawn after the lock: ids in commit order, docs/conversations.md; created_at
+# as INSERT's) with its bookkeeping: the conversation unhidden for the other members and read by
+# its author. No row: not a member. A row with a null id: the guid was already used (nothing
+# written). `conversation_name` and `other_member_ids` are for the push. The other members are
+# those of this statement's snapshot, taken before the lock: a member who joined while it
+# waited is not pushed this remark (they see it in the conversation).
 POST_REMARK = f"""
 WITH conv AS (
     SELECT c.id, c.name FROM conversations c
@@ -85,10 +64,25 @@ WITH conv AS (
     INSERT INTO conversation_activities AS a (community_id, conversation_id, actor_id, verb,
         text, html, longitude, latitude, client_provided_guid, shared_message_id, created_at)
     SELECT $1, conv.id, $3, 'post', $4, $5, $6, $7, $8, $9, clock_timestamp() FROM conv
-    {_ON_GUID}
+    ON CONFLICT (conversation_id, actor_id, client_provided_guid)
+        WHERE client_provided_guid IS NOT NULL DO NOTHING
     RETURNING a.*
-), {_BOOKKEEPING}
-SELECT conv.name AS conversation_name, {COLUMNS}, {_OTHER_MEMBERS}
+), {_TOUCHED}, unhidden AS (
+    UPDATE conversation_members m SET hidden = false FROM a
+    WHERE m.conversation_id = a.conversation_id
+      AND m.user_id <> a.actor_id AND m.left_at IS NULL AND m.hidden
+), read_own AS (
+    UPDATE conversation_members m SET last_read_activity_id = a.id, hidden = false FROM a
+    WHERE m.conversation_id = a.conversation_id
+      AND m.user_id = a.actor_id AND m.left_at IS NULL
+)
+SELECT conv.name AS conversation_name, {COLUMNS},
+    ARRAY(
+        SELECT m.user_id FROM conversation_members m
+        WHERE m.conversation_id = a.conversation_id AND m.left_at IS NULL
+          AND m.user_id <> a.actor_id
+        ORDER BY m.user_id
+    ) AS other_member_ids
 FROM conv LEFT JOIN (a JOIN users u ON u.id = a.actor_id) ON true
 """
 
@@ -115,20 +109,13 @@ async def insert(
     verb: str,
     *,
     text: str | None = None,
-    html: str | None = None,
-    longitude: float | None = None,
-    latitude: float | None = None,
-    client_provided_guid: str | None = None,
-    shared_message_id: int | None = None,
-) -> asyncpg.Record | None:
-    """The new activity (as every read returns it, with its actor's columns, and for a remark
-    `other_member_ids`) with the conversation's bookkeeping, in one statement (INSERT); None
-    when the author already posted this guid here. Inside the transaction that holds the
-    conversation's row lock."""
-    return await conn.fetchrow(
-        INSERT, community_id, conversation_id, actor_id, verb, text, html, longitude, latitude,
-        client_provided_guid, shared_message_id,
-    )
+) -> ActivityRow:
+    """A membership or name change (as every read returns it, with its actor's columns) with
+    the conversation's bookkeeping, in one statement (INSERT). Inside the transaction that
+    holds the conversation's row lock; a remark is `post_remark`."""
+    row = await conn.fetchrow(INSERT, community_id, conversation_id, actor_id, verb, text)
+    assert row is not None  # an INSERT ... VALUES always makes its row
+    return cast("ActivityRow", row)
 
 
 async def post_remark(
@@ -146,7 +133,8 @@ async def post_remark(
 ) -> asyncpg.Record | None:
     """A remark with everything POST_REMARK does, in one statement of the caller's
     transaction, which holds the conversation's row lock from then on: None when the author
-    is not a current member; else the row as `insert` returns it plus `conversation_name`,
+    is not a current member; else the row as every read returns it plus `conversation_name`
+    and `other_member_ids`,
     its `id` null when the author already posted this guid here (nothing written)."""
     return await conn.fetchrow(
         POST_REMARK, community_id, conversation_id, author_id, text, html, longitude, latitude,

@@ -209,10 +209,9 @@ async def rename_conversation(
         if row["name"] == new_name:
             return
         await conversations.rename(w.conn, conversation_id, new_name)
-        stored = await activities.insert(
+        await activities.insert(
             w.conn, viewer.community_id, conversation_id, viewer.id, "update", text=new_name
         )
-        assert stored is not None
         w.emit(await _summary_event(w.conn, viewer, conversation_id, "conversation.updated", base))
 
 
@@ -235,10 +234,9 @@ async def add_members(
         if added:
             by_id = {r["id"]: r for r in found}
             for uid in added:
-                stored = await activities.insert(
+                await activities.insert(
                     w.conn, viewer.community_id, conversation_id, uid, "join"
                 )
-                assert stored is not None
             await _rekey(w.conn, conversation_id)
             # subscribe first, so that the new members also receive what follows
             w.emit(*(
@@ -270,10 +268,9 @@ async def leave_conversation(
             )
         me = await users.by_id(w.conn, viewer.community_id, viewer.id)
         assert me is not None
-        stored = await activities.insert(
+        await activities.insert(
             w.conn, viewer.community_id, conversation_id, viewer.id, "leave"
         )
-        assert stored is not None
         await conversations.remove_member(w.conn, conversation_id, viewer.id)
         await _rekey(w.conn, conversation_id)
         w.emit(NewEvent(conversation_channel(conversation_id), "conversation.member_removed",

@@ -98,12 +98,7 @@ async def full_users(
     for r in rows:
         rendered = None
         if flat:
-            manager_id = r["mgr_id"]
-            if manager_id is not None:
-                rendered = managers.get(manager_id)
-                if rendered is None:
-                    rendered = managers[manager_id] = embedded_user(cast(EmbeddedUserRow, {
-                        field: r[column] for field, column in _MANAGER_COLUMNS}), base)
+            rendered = _flat_manager(r, base, managers)
         else:
             manager = r["manager"]
             if manager is not None:
@@ -122,6 +117,21 @@ async def full_users(
 _MANAGER_ID = users.MANAGER_FIELDS.index("id")
 # (field, column of a FULL_FLAT or LISTED row)
 _MANAGER_COLUMNS = tuple((field, f"mgr_{field}") for field in users.MANAGER_FIELDS)
+
+
+def _flat_manager(
+    row: Mapping[str, Any], base: str, managers: dict[int, dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The embedded form of the manager of a FULL_FLAT or LISTED row (its `mgr_` columns),
+    rendered once per page in `managers`; None when the user has no manager."""
+    manager_id = row["mgr_id"]
+    if manager_id is None:
+        return None
+    rendered = managers.get(manager_id)
+    if rendered is None:
+        rendered = managers[manager_id] = embedded_user(cast(EmbeddedUserRow, {
+            field: row[column] for field, column in _MANAGER_COLUMNS}), base)
+    return rendered
 
 # The full forms of the users list pages (the directory, search, suggest, employees) by the very
 # row each is rendered from, shared across pages and requests (issue 13: rendering a page of
@@ -174,17 +184,9 @@ def _cacheable(row: ListedUserRow) -> bool:
 def _listed_user(
     viewer: Viewer, row: ListedUserRow, base: str, managers: dict[int, dict[str, Any]]
 ) -> dict[str, Any]:
-    manager_id = row["mgr_id"]
-    manager = None
-    if manager_id is not None:
-        manager = managers.get(manager_id)
-        if manager is None:
-            columns: Mapping[str, object] = row
-            manager = managers[manager_id] = embedded_user(cast(EmbeddedUserRow, {
-                field: columns[column] for field, column in _MANAGER_COLUMNS}), base)
     contact, values = row["contact_info"], row["custom_values"]
     return full_user(
-        row, base, viewer_id=viewer.id, manager=manager,
+        row, base, viewer_id=viewer.id, manager=_flat_manager(row, base, managers),
         contact=contact_info_of(row["email"], orjson.loads(contact) if contact else None),
         custom_fields=custom_fields_of(orjson.loads(values) if values is not None else None),
     )

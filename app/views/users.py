@@ -10,7 +10,7 @@ from pydantic import BaseModel, BeforeValidator, Field
 from app import authentication
 from app.actions import users as actions
 from app.actions.attachments import avatar_image, store_avatar
-from app.context import community_of, viewer_of
+from app.context import Viewer, community_of, viewer_of
 from app.params import (
     LOOSE,
     PageQuery,
@@ -85,6 +85,12 @@ async def _render_full(request: web.Request, row: Any) -> dict[str, Any]:
     ))[0]
 
 
+def _listed(request: web.Request, viewer: Viewer, rows: list[Any]) -> web.Response:
+    """A users list page's answer (the directory, search, employees)."""
+    base = community_of(request).base_url
+    return json_response({"users": actions.listed_users(viewer, rows, base)})
+
+
 async def _render_one(request: web.Request, user_id: int) -> dict[str, Any]:
     row = await actions.full_user_row(pool_of(request), viewer_of(request), user_id)
     return await _render_full(request, row)
@@ -98,8 +104,7 @@ async def list_users(request: web.Request) -> web.Response:
         pool_of(request), viewer, state=query.state, emails=query.email or None,  # blank: any
         page=page,
     )
-    base = community_of(request).base_url
-    return json_response({"users": actions.listed_users(viewer, rows, base)})
+    return _listed(request, viewer, rows)
 
 
 async def show_user(request: web.Request) -> web.Response:
@@ -196,8 +201,7 @@ async def _search(request: web.Request, states: tuple[str, ...]) -> web.Response
         pool_of(request), viewer, tsquery=tsquery or "''", emails=emails, states=states,
         page=page,
     )
-    base = community_of(request).base_url
-    return json_response({"users": actions.listed_users(viewer, rows, base)})
+    return _listed(request, viewer, rows)
 
 
 async def search_users(request: web.Request) -> web.Response:
@@ -214,6 +218,5 @@ async def list_employees(request: web.Request) -> web.Response:
     page = await parse_page(request)
     viewer = viewer_of(request)
     rows = await actions.employees(pool_of(request), viewer, path_id(request, "user_id"), page)
-    base = community_of(request).base_url
-    return json_response({"users": actions.listed_users(viewer, rows, base)})
+    return _listed(request, viewer, rows)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import binascii
 import time
-import weakref
 from typing import Any
 
 import asyncpg
@@ -27,7 +26,6 @@ from app.errors import Forbidden, RateLimited, Unauthorized
 from app.proxy import client_address, is_https
 from app.resources import LIMITER, LOOKUPS, PASSWORDS, POOL, SETTINGS
 from storage import users, versions
-from storage.batch import Batcher, by_community
 from storage.communities import Community
 
 __all__ = ["client_address"]  # also imported from here by views that throttle by address
@@ -193,29 +191,6 @@ async def check_password_everywhere(
     return matched
 
 
-# Per app, the batched reads of the users that session cookies name: the requests of a turn
-# of the event loop share one query (storage.batch.Batcher), as Basic logins do (LOOKUPS).
-_SESSION_READS: weakref.WeakKeyDictionary[
-    web.Application, Batcher[tuple[int, int], asyncpg.Record]
-] = weakref.WeakKeyDictionary()
-
-
-def _session_reads(app: web.Application) -> Batcher[tuple[int, int], asyncpg.Record]:
-    reads = _SESSION_READS.get(app)
-    if reads is None:
-        pool = app[POOL]
-
-        async def load(keys: list[tuple[int, int]]) -> dict[tuple[int, int], asyncpg.Record]:
-            found: dict[tuple[int, int], asyncpg.Record] = {}
-            for community_id, user_ids in by_community(keys).items():
-                rows = await users.by_sessions(pool, community_id, user_ids)
-                found.update({(community_id, uid): row for uid, row in rows.items()})
-            return found
-
-        reads = _SESSION_READS[app] = Batcher(load)
-    return reads
-
-
 def _viewer(row: asyncpg.Record) -> Viewer:
     return Viewer(id=row["id"], community_id=row["community_id"], role=row["role"], row=row)
 
@@ -229,7 +204,8 @@ async def authenticate(request: web.Request, community: Community) -> Viewer:
     session = await get_session(request)
     uid = session.get(SESSION_USER)
     if isinstance(uid, int) and session.get(SESSION_COMMUNITY) == community.id:
-        row = await _session_reads(request.app).get((community.id, uid))
+        # batched: the requests of a turn of the event loop share one query
+        row = await request.app[LOOKUPS].user_by_session(community.id, uid)
         if (
             row is not None
             and row["state"] == "active"

@@ -94,6 +94,8 @@ class Lookups:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
         self._logins: Batcher[tuple[int, str], asyncpg.Record] = Batcher(self._load_logins)
+        self._sessions: Batcher[tuple[int, int], asyncpg.Record] = Batcher(
+            self._load_sessions)
         self._channels: Batcher[tuple[int, int], realtime_channels.ChannelIds | None] = (
             Batcher(self._load_channels)
         )
@@ -102,28 +104,38 @@ class Lookups:
         """`users.by_login`, batched."""
         return await self._logins.get((community_id, login))
 
+    async def user_by_session(self, community_id: int, user_id: int) -> asyncpg.Record | None:
+        """`users.by_session` (the user a session cookie names), batched."""
+        return await self._sessions.get((community_id, user_id))
+
     async def channel_ids_if_active(
         self, community_id: int, user_id: int
     ) -> realtime_channels.ChannelIds | None:
         """`realtime_channels.channel_ids_if_active`, batched."""
         return await self._channels.get((community_id, user_id))
 
+    async def _per_community(
+        self, keys: list[tuple[int, K]],
+        read: Callable[[asyncpg.Pool, int, list[K]], Awaitable[Mapping[K, V]]],
+    ) -> dict[tuple[int, K], V]:
+        """`read(pool, community_id, keys of that community)` for each community asked."""
+        found: dict[tuple[int, K], V] = {}
+        for community_id, wanted in by_community(keys).items():
+            rows = await read(self._pool, community_id, wanted)
+            found.update({(community_id, key): row for key, row in rows.items()})
+        return found
+
     async def _load_logins(
         self, keys: list[tuple[int, str]]
     ) -> dict[tuple[int, str], asyncpg.Record]:
-        found: dict[tuple[int, str], asyncpg.Record] = {}
-        for community_id, logins in by_community(keys).items():
-            rows = await users.by_logins(self._pool, community_id, logins)
-            found.update({(community_id, login): row for login, row in rows.items()})
-        return found
+        return await self._per_community(keys, users.by_logins)
+
+    async def _load_sessions(
+        self, keys: list[tuple[int, int]]
+    ) -> dict[tuple[int, int], asyncpg.Record]:
+        return await self._per_community(keys, users.by_sessions)
 
     async def _load_channels(
         self, keys: list[tuple[int, int]]
     ) -> dict[tuple[int, int], realtime_channels.ChannelIds | None]:
-        found: dict[tuple[int, int], realtime_channels.ChannelIds | None] = {}
-        for community_id, user_ids in by_community(keys).items():
-            rows = await realtime_channels.channel_ids_if_active_many(
-                self._pool, community_id, user_ids
-            )
-            found.update({(community_id, uid): ids for uid, ids in rows.items()})
-        return found
+        return await self._per_community(keys, realtime_channels.channel_ids_if_active_many)

@@ -169,6 +169,21 @@ def serve_realtime(
     return connection.run(load_channels, since, upgrade=request, on_close=on_close)
 
 
+def _drop_tracebacks(error: BaseException | None) -> None:
+    """Forget the tracebacks of the error that ended a socket, and of the errors it arose
+    from. aiohttp keeps that error on the response (ws.exception()); its traceback holds the
+    frames of ws.close and ws.receive, whose `self` is the response, which holds it again: a
+    cycle of about 50 objects per peer that went away without a close frame (a phone losing
+    its network), which only a full pass of the cyclic collector frees. In a reconnect storm
+    those passes walked every dropped socket of the storm before (issue 13, docs/reconnect.md).
+    """
+    for _ in range(8):  # a short chain; never loop on a pathological one
+        if error is None:
+            return
+        error.__traceback__ = None
+        error = error.__context__
+
+
 PING_WIRE = b"\x89\x00"  # a whole unmasked PING frame with no payload (RFC 6455 5.5.2)
 
 
@@ -352,6 +367,7 @@ class RealtimeConnection:
                 if beating:
                     _Heartbeat.leave(self, self._settings.heartbeat)
                 metrics.WEBSOCKETS.dec()
+                _drop_tracebacks(ws.exception())
             return ws
         finally:
             if on_close is not None:

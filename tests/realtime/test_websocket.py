@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import os
 import socket
+import weakref
 from typing import Any
 
 import aiohttp
@@ -300,6 +302,31 @@ async def never_reading_client(
         head += await loop.sock_recv(sock, 1)
     assert head.startswith(b"HTTP/1.1 101"), head
     return sock
+
+
+async def test_a_peer_gone_without_a_close_frame_is_freed_at_once(
+    aiohttp_client: Any, make_app: Any, make_hub: Any, rt_pool: asyncpg.Pool
+) -> None:
+    """A socket whose peer vanished (a TCP reset, no close frame: a phone losing its network)
+    is freed by reference counting as soon as it ends: none of it waits for a full pass of the
+    cyclic collector, which a reconnect storm would pay for (issue 13, docs/reconnect.md)."""
+    served: list[weakref.ref[web.Request]] = []
+
+    async def keep(request: web.Request) -> None:
+        served.append(weakref.ref(request))  # what the socket's response holds to the end
+
+    hub = await make_hub("local")
+    client = await aiohttp_client(make_app(hub, rt_pool, before=keep)[0])
+    peer, _ = await connect(client, "user=7&channel=c")
+    gc.collect()
+    gc.disable()  # from here on only reference counting frees anything
+    try:
+        peer._conn.transport.abort()  # a reset, no close frame
+        async with asyncio.timeout(5):
+            while served[0]() is not None:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+    finally:
+        gc.enable()
 
 
 async def test_a_reader_that_never_reads_is_cut_after_about_the_bound(

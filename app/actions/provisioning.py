@@ -26,7 +26,7 @@ import asyncpg
 from defusedxml.common import DefusedXmlException
 from defusedxml.ElementTree import DefusedXMLParser, ParseError
 
-from app.actions.users import EMAIL_RE
+from app.actions.users import EMAIL_RE, check_custom_value, stored_contact_info
 from app.actions.work import Step, Work, work
 from app.errors import Invalid, TooLarge
 from app.passwords import Passwords
@@ -278,6 +278,16 @@ class Provisioning:
             if not EMAIL_RE.match(entry.email) or len(entry.email) > 254:
                 raise Invalid(f"{entry.describe()} has an invalid e-mail address",
                               fields={"file": [f"user {entry.position}: email is not valid"]})
+            # what a profile stores, as PUT /api/users/:id keeps it
+            try:
+                entry.contact_info = stored_contact_info(entry.contact_info, "contact-info")
+                for key, _, value in entry.custom:
+                    check_custom_value(value, f"custom-field[{key}]")
+            except Invalid as exc:
+                problem = next(f"{name} {problems[0]}" for name, problems in
+                               (exc.fields or {}).items())
+                raise Invalid(f"{entry.describe()}: {problem}",
+                              fields={"file": [f"user {entry.position}: {problem}"]}) from None
         existing = await storage.matches(
             conn, community_id,
             [e.unique_identifier for e in batch if e.unique_identifier],

@@ -18,6 +18,7 @@ from app.errors import Conflict, Forbidden, Invalid, NotFound
 from app.params import Page
 from app.passwords import Passwords
 from app.render.users import (
+    CONTACT_KEYS,
     contact_info,
     contact_info_of,
     custom_field_values,
@@ -77,6 +78,36 @@ class UserFields:
     status_message: str | None = None
     contact_info: dict[str, str] | None = None
     custom_fields: dict[int, str] | None = None
+
+
+# What a profile may store (issue 13's review: both are the user's own to write, and were
+# unbounded). A contact detail is a phone number, a handle or a place; a custom value is a line
+# of a directory export (a department, a desk, a cost centre).
+CONTACT_VALUE_MAX = 255
+CUSTOM_VALUE_MAX = 1000
+
+
+def stored_contact_info(values: Mapping[str, str], name: str) -> dict[str, str]:
+    """What the contact_info column keeps of the details a client sent: the keys a profile
+    shows (CONTACT_KEYS, but `email`: the user's own column), non-empty, each at most
+    CONTACT_VALUE_MAX characters (a 422 naming `name[key]` otherwise). Other keys are dropped,
+    as the original drops what it does not know: nothing is stored that no form shows."""
+    out: dict[str, str] = {}
+    for key in CONTACT_KEYS:
+        value = values.get(key)
+        if key == "email" or not value:
+            continue
+        if len(value) > CONTACT_VALUE_MAX:
+            raise Invalid.field(f"{name}[{key}]",
+                                f"is too long (at most {CONTACT_VALUE_MAX} characters)")
+        out[key] = value
+    return out
+
+
+def check_custom_value(value: str | None, name: str) -> None:
+    """A custom field value is at most CUSTOM_VALUE_MAX characters (a 422 naming `name`)."""
+    if value is not None and len(value) > CUSTOM_VALUE_MAX:
+        raise Invalid.field(name, f"is too long (at most {CUSTOM_VALUE_MAX} characters)")
 
 
 async def full_users(
@@ -378,6 +409,7 @@ async def _apply_custom_fields(
     for field_id, value in values.items():
         if field_id not in known:
             raise Invalid.field(f"user[custom_fields][{field_id}]", "is not a custom field")
+        check_custom_value(value, f"user[custom_fields][{field_id}]")
         await users.set_custom_value(conn, viewer.community_id, user_id, field_id, value)
 
 
@@ -405,7 +437,8 @@ async def create_user(
                 first_name=(fields.first_name or "").strip(),
                 last_name=(fields.last_name or "").strip(), password_hash=password_hash,
                 role=role, title=fields.title, company_login=fields.company_login or None,
-                manager_id=fields.manager_id, contact_info=fields.contact_info,
+                manager_id=fields.manager_id,
+                contact_info=stored_contact_info(fields.contact_info or {}, "user[contact_info]"),
             )
             if fields.custom_fields:
                 await _apply_custom_fields(w.conn, viewer, row["id"], fields.custom_fields)
@@ -488,7 +521,7 @@ async def update_user(
     if fields.company_login is not None:
         changes["company_login"] = fields.company_login or None
     if fields.contact_info is not None:
-        changes["contact_info"] = fields.contact_info
+        changes["contact_info"] = stored_contact_info(fields.contact_info, "user[contact_info]")
     if fields.password is not None:
         changes["password_hash"] = await passwords.hash(_check_password(fields.password))
     epoch: int | None = None

@@ -10,6 +10,7 @@ import pytest
 
 from app.actions import users as actions
 from app.context import Viewer
+from app.render.users import CONTACT_KEYS
 from app.responses import dumps
 from storage import users
 from storage.rows import ListedUserRow
@@ -132,14 +133,19 @@ async def test_the_shared_forms_are_bounded(
 async def test_a_row_with_long_json_is_rendered_but_not_kept(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Contact info and custom values are the user's to write, keys the form never shows
-    included: a row whose JSON is long is no key to keep (2,048 of them would pin hundreds of
-    megabytes), only rendered."""
+    """Contact info and custom values are the user's to write, each value bounded but not their
+    sum: a row whose JSON is long is no key to keep (2,048 of them would pin tens of megabytes),
+    only rendered."""
     admin, _, amy = await _profiled_team(world)
     monkeypatch.setattr(actions, "_LISTED_FORMS", {})
+    longest = actions.CONTACT_VALUE_MAX * "x"
+    fields = [f["id"] for f in (await admin.api.get("/api/custom_fields")).json["custom_fields"]]
     resp = await amy.api.put(f"/api/users/{amy.id}", json={"user": {
-        "contact_info": {"never_shown": "x" * (actions.MAX_CACHED_JSON + 1)}}})
+        "contact_info": dict.fromkeys(CONTACT_KEYS, longest),
+        "custom_fields": dict.fromkeys(fields, actions.CUSTOM_VALUE_MAX * "y")}})
     assert resp.status == 200, resp.text
+    assert len(dumps(resp.json["user"]["contact_info"])) + 2 * actions.CUSTOM_VALUE_MAX \
+        > actions.MAX_CACHED_JSON
     shown = parsed(await page(world, admin))
     assert [u["id"] for u in shown][2] == amy.id
     assert shown[2] == orjson.loads(dumps(resp.json["user"]))

@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 
 from app.actions import provisioning
+from app.actions.users import CONTACT_VALUE_MAX
 from tests.app.views.realtime_support import next_frame, open_socket, read_until_closed
 from tests.support import Member, World
 
@@ -143,6 +144,29 @@ async def test_malformed_file_is_a_422_and_changes_nothing(
     users = await users_by_email(world, admin)
     assert set(users) == {admin.email, bob.email}
     assert all(u["state"] == "active" for u in users.values())
+
+
+async def test_contact_details_are_bounded_and_only_known_keys_kept(world: World) -> None:
+    """As PUT /api/users/:id stores them: contact tags no profile shows are dropped, and an
+    over-long detail or custom value refuses the file (422, nothing written)."""
+    admin = await world.community()
+    odd = EXPORT.replace(b"<location>Lisbon</location>",
+                         b"<location>Lisbon</location><fax-number>1234</fax-number>")
+    assert odd != EXPORT
+    report(await provision(admin.api, odd))
+    dana = (await users_by_email(world, admin))["dana@acme.test"]
+    assert dana["contact_info"] == {"location": "Lisbon", "cell_phone": "+351 900 000 000"}
+    other = await world.community("Other", "other.example")
+    long_place = b"L" * (CONTACT_VALUE_MAX + 1)
+    resp = await provision(other.api, EXPORT.replace(b"Lisbon", long_place))
+    assert resp.status == 422, resp.text
+    assert resp.json["fields"] == {
+        "file": [f"user 3: contact-info[location] is too long (at most {CONTACT_VALUE_MAX} "
+                 "characters)"]}
+    resp = await provision(other.api, EXPORT.replace(b"<value>Engineer</value>",
+                                                     b"<value>" + b"E" * 1001 + b"</value>"))
+    assert resp.status == 422 and "user 1: custom-field[title]" in resp.text, resp.text
+    assert set(await users_by_email(world, other)) == {other.email}
 
 
 async def test_plain_xml_is_accepted_too(world: World) -> None:

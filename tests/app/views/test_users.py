@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from app.actions.users import CONTACT_VALUE_MAX, CUSTOM_VALUE_MAX
 from app.passwords import Passwords
 from storage import users as user_storage
 from tests.conftest import TEST_ARGON2, QueryLog
@@ -446,6 +447,43 @@ async def test_update_self(world: World) -> None:
     assert cleared.json["user"]["custom_fields"] == []
     assert cleared.json["user"]["title"] is None
     assert cleared.json["user"]["name"] == "Bob New"
+
+
+async def test_profile_details_are_bounded_and_only_known_contact_keys_kept(
+    world: World,
+) -> None:
+    """Contact details and custom values are the user's own to write: each is bounded (a 422
+    naming it, nothing of the request written), and contact keys no profile shows are dropped
+    rather than stored."""
+    admin = await world.community()
+    bob = await world.user(admin, "Bob")
+    dept = await _custom_field(admin, "Department")
+    kept = await bob.api.put(f"/api/users/{bob.id}", json={"user": {"contact_info": {
+        "location": "L" * CONTACT_VALUE_MAX, "payload": "never shown", "email": "x@evil.example",
+        "skype": ""}}})
+    assert kept.status == 200, kept.text
+    assert kept.json["user"]["contact_info"] == {"email": bob.email,
+                                                 "location": "L" * CONTACT_VALUE_MAX}
+    stored = await world.pool.fetchval("SELECT contact_info FROM users WHERE id = $1", bob.id)
+    assert stored == {"location": "L" * CONTACT_VALUE_MAX}
+
+    too_long = await bob.api.put(f"/api/users/{bob.id}", json={"user": {
+        "title": "Lead", "contact_info": {"location": "L" * (CONTACT_VALUE_MAX + 1)}}})
+    assert too_long.status == 422, too_long.text
+    assert list(too_long.json["fields"]) == ["user[contact_info][location]"]
+    value = await bob.api.put(f"/api/users/{bob.id}", json={"user": {
+        "title": "Lead", "custom_fields": {str(dept): "D" * (CUSTOM_VALUE_MAX + 1)}}})
+    assert value.status == 422, value.text
+    assert list(value.json["fields"]) == [f"user[custom_fields][{dept}]"]
+    created = await admin.api.post("/api/users", json={"user": {
+        "email": "carol@x.example", "first_name": "Carol",
+        "contact_info": {"cell_phone": "5" * (CONTACT_VALUE_MAX + 1)}}})
+    assert created.status == 422, created.text
+    assert list(created.json["fields"]) == ["user[contact_info][cell_phone]"]
+    user = (await admin.api.get(f"/api/users/{bob.id}")).json["user"]
+    assert user["title"] is None and user["custom_fields"] == []
+    assert user["contact_info"] == {"email": bob.email, "location": "L" * CONTACT_VALUE_MAX}
+    assert (await admin.api.get("/api/users?email=carol@x.example")).json["users"] == []
 
 
 async def test_admin_updates_others_members_do_not(world: World) -> None:

@@ -38,6 +38,7 @@ from app.markup.html import MentionTarget, render_html
 from app.render.attachments import attachments_and_media_files
 from app.render.feed import FeedData
 from app.render.messages import created_message, is_shareable, message
+from app.render.page_messages import Form, page_messages
 from app.urls import group_url, user_url
 from realtime.hub import Hub
 from storage import attachments as attachment_storage
@@ -267,7 +268,7 @@ async def render_created(
 
 @dataclass(frozen=True)
 class MessagePage:
-    messages: list[dict[str, Any]]
+    messages: list[Form]  # dicts, or JSON kept by app.render.page_messages
     next_page: int | None
 
 
@@ -299,7 +300,7 @@ async def list_messages(
         )
         more = len(rows) > per_page
         rows = rows[:per_page]
-        rendered = await render_messages(conn, viewer, rows, base, limits)
+        rendered = page_messages(rows, await load_feed(conn, viewer, rows, base, limits))
     return MessagePage(rendered, page + 1 if more else None)
 
 

@@ -4,18 +4,18 @@
 The key of a message is every input `app.render.messages.message` reads for it: its row, its
 comments' and likes' rows, the rows of every user and group it shows (the forms' own keys),
 its tags, recipients and links, the base URL, and what the viewer-dependent flags are made of
-(whether the viewer is a community admin, and the viewer's id only when the viewer wrote the
-message, one of its comments or one of its likes; the viewer's group role is a column of the
-row). The same key always renders the same JSON, so an entry can never be stale (an edit, a
-comment, a like, a renamed user is another key) and never serves a form meant for another
-viewer; viewers whose flags come out alike share it. Messages whose inputs the key does not
-cover (attachments, media, a poll, a shared message, stored or thanks extensions, values that
-cannot be hashed) are rendered as before, every time.
+(the viewer's role, and the viewer's id only when the viewer wrote the message, one of its
+comments or one of its likes; the viewer's group role is a column of the row). The same key
+always renders the same JSON, so an entry can never be stale (an edit, a comment, a like, a
+renamed user is another key) and never serves a form meant for another viewer; viewers whose
+flags come out alike share it. Messages whose inputs the key does not
+cover (attachments, media, a poll, a shared message, stored or thanks extensions, a link's
+oEmbed, values that cannot be hashed) are rendered as before, every time.
 
 Rows are keyed by their values in column order: each kind comes from one statement per shape
 (a page's messages, the comments, the likes), and two shapes of one kind differ in length.
 
-Bounded: SIZE entries of at most MAX_FORM_BYTES each, emptied whenever full.
+Bounded: SIZE entries of at most MAX_FORM_BYTES of JSON each, emptied whenever full.
 """
 
 from __future__ import annotations
@@ -33,8 +33,11 @@ from storage.rows import MessageRow
 Row = Mapping[str, Any]
 Form = dict[str, Any] | orjson.Fragment
 
-SIZE = 512  # about 32 KB each, JSON and key (tracemalloc): some 16 MB when full
-MAX_FORM_BYTES = 32 * 1024
+# About 9 KB an entry, JSON and key (tracemalloc, the bench's messages): some 5 MB when full.
+# At most MAX_FORM_BYTES of JSON, and the key's texts (the same texts, up to 4 bytes a
+# character as Python strings) at most 4 times that: 40 MB at worst.
+SIZE = 512
+MAX_FORM_BYTES = 16 * 1024
 _FORMS: dict[tuple[Any, ...], orjson.Fragment] = {}
 
 
@@ -53,7 +56,8 @@ def _form(row: MessageRow, data: FeedData, users: Mapping[int, tuple[Any, ...]])
     except TypeError:  # a value that cannot be hashed (a json column's object, say)
         return message(row, data)
     if form is None:
-        body = dumps(message(row, data))
+        # a copy: orjson's own bytes keep the spare room of its buffer (8 KB for 1 KB of JSON)
+        body = bytes(memoryview(dumps(message(row, data))))
         form = orjson.Fragment(body)
         if len(body) <= MAX_FORM_BYTES:
             if len(_FORMS) >= SIZE:
@@ -90,8 +94,13 @@ def _recipients(
     return tuple(out)
 
 
-def _resources(ids: Sequence[int] | None, data: FeedData) -> tuple[Any, ...]:
-    return tuple(_values(data.resources[i]) for i in ids or () if i in data.resources)
+def _resources(ids: Sequence[int] | None, data: FeedData) -> tuple[Any, ...] | None:
+    """The rows of these links, or None for a link with an oEmbed: its JSON decodes to Python
+    values that compare equal where their JSON differs (1, 1.0 and true)."""
+    rows = [data.resources[i] for i in ids or () if i in data.resources]
+    if any(r["oembed"] is not None for r in rows):
+        return None
+    return tuple(map(_values, rows))
 
 
 def _likes(
@@ -122,22 +131,27 @@ def _key(
         cid = c["id"]
         if ("comment", cid) in attachments or ("comment", cid) in media:
             return None
+        links = _resources(c["external_resource_ids"], data)
+        if links is None:
+            return None
         people.add(c["user_id"])
         comments.append((
             _values(c), users[c["user_id"]],
             _likes(data.likes.get((mid, cid), ()), users, people),
             tuple(data.comment_tags.get(cid, ())),
-            _recipients(data.comment_recipients.get(cid, ()), data, users),
-            _resources(c["external_resource_ids"], data),
+            _recipients(data.comment_recipients.get(cid, ()), data, users), links,
         ))
+    links = _resources(row["external_resource_ids"], data)
+    if links is None:
+        return None
     likes = _likes(data.likes.get((mid, None), ()), users, people)
     group_id = row["group_id"]
     group = data.groups.get(group_id) if group_id is not None else None
     viewer = data.viewer
     return (
-        data.base, viewer.is_admin, viewer.id if viewer.id in people else None,
+        data.base, viewer.role, viewer.id if viewer.id in people else None,
         _values(row), users[row["user_id"]],
         _named(group) if group is not None else None,
         tuple(data.tags.get(mid, ())), _recipients(data.recipients.get(mid, ()), data, users),
-        _resources(row["external_resource_ids"], data), tuple(comments), likes,
+        links, tuple(comments), likes,
     )

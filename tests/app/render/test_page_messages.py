@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from app.context import Viewer
 from app.render import page_messages
 from app.render.feed import FeedData
 from tests.support import Member, World
@@ -97,7 +98,10 @@ async def test_what_the_key_does_not_cover_is_rendered_every_time(
 
 def test_a_new_input_of_the_feed_is_a_question_for_the_key() -> None:
     """Tripwire: every FeedData field is either in the key (app.render.page_messages._key) or
-    makes it give up. A new one must be added there before this list."""
+    makes it give up, and of the viewer the key holds the role and (when it wrote something
+    on the message) the id, which is all app.access's may_* read today. A new one must be
+    added there before these lists."""
+    assert [f.name for f in dataclasses.fields(Viewer)] == ["id", "community_id", "role", "row"]
     assert [f.name for f in dataclasses.fields(FeedData)] == [
         "base", "viewer", "users", "groups", "recipients", "tags", "comment_recipients",
         "comment_tags", "resources", "attachments", "media_files", "comments", "likes",

@@ -27,7 +27,7 @@ import orjson
 
 from app.render.feed import USER_KEY, FeedData
 from app.render.messages import message
-from app.responses import dumps
+from app.responses import kept_json
 from storage.rows import MessageRow
 
 Row = Mapping[str, Any]
@@ -56,8 +56,7 @@ def _form(row: MessageRow, data: FeedData, users: Mapping[int, tuple[Any, ...]])
     except TypeError:  # a value that cannot be hashed (a json column's object, say)
         return message(row, data)
     if form is None:
-        # a copy: orjson's own bytes keep the spare room of its buffer (8 KB for 1 KB of JSON)
-        body = bytes(memoryview(dumps(message(row, data))))
+        body = kept_json(message(row, data))
         form = orjson.Fragment(body)
         if len(body) <= MAX_FORM_BYTES:
             if len(_FORMS) >= SIZE:

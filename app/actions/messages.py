@@ -38,7 +38,7 @@ from app.markup.html import MentionTarget, render_html
 from app.render.attachments import attachments_and_media_files
 from app.render.feed import FeedData
 from app.render.messages import created_message, is_shareable, message
-from app.render.page_messages import Form, page_messages
+from app.render.page_messages import Form, kept_forms, render_and_keep
 from app.urls import group_url, user_url
 from realtime.hub import Hub
 from storage import attachments as attachment_storage
@@ -300,8 +300,14 @@ async def list_messages(
         )
         more = len(rows) > per_page
         rows = rows[:per_page]
-        rendered = page_messages(rows, await load_feed(conn, viewer, rows, base, limits))
-    return MessagePage(rendered, page + 1 if more else None)
+        # the kept messages need no reading: only the others' threads are read and rendered
+        shown = (limits.comments, limits.likes, limits.comment_likes)
+        kept = kept_forms(rows, viewer, base, shown)
+        missed = [row for row, form in zip(rows, kept, strict=True) if form is None]
+        rendered = iter(render_and_keep(
+            missed, await load_feed(conn, viewer, missed, base, limits), shown))
+    forms: list[Form] = [form if form is not None else next(rendered) for form in kept]
+    return MessagePage(forms, page + 1 if more else None)
 
 
 # --- bodies: mentions, tags, links -----------------------------------------------------------

@@ -1,156 +1,166 @@
 """The messages of a list page, each kept as its JSON under everything it is rendered from
-(issue 13: a polled page renders the same 20 threads, 2,000 dicts, again and again).
+(issue 13: a polled page renders the same 20 threads, 2,000 dicts, again and again), so that
+a page whose messages are all kept reads no comment, like or user at all.
 
-The key of a message is every input `app.render.messages.message` reads for it: its row, its
-comments' and likes' rows, the rows of every user and group it shows (the forms' own keys),
-its tags, recipients and links, the base URL, and what the viewer-dependent flags are made of
-(the viewer's role, and the viewer's id only when the viewer wrote the message, one of its
-comments or one of its likes; the viewer's group role is a column of the row). The same key
-always renders the same JSON, so an entry can never be stale (an edit, a comment, a like, a
-renamed user is another key) and never serves a form meant for another viewer; viewers whose
-flags come out alike share it. Messages whose inputs the key does not
-cover (attachments, media, a poll, a shared message, stored or thanks extensions, a link's
-oEmbed, values that cannot be hashed) are rendered as before, every time.
+What a message's JSON is made of is its page row (every column, the viewer-dependent ones
+included: the viewer's flag, group role, whether its group is listed to them) and what the row
+does not hold: its comments, likes, recipients and tags, and the users, links and topics they
+show. The page query answers, with each row, two versions that every change of those bumps in
+its own transaction (migration 0021): its thread's (comments, likes, recipients, topics,
+comment attachments) and its community's directory's (users' embedded columns, links, topic
+names). So the key of a message is its row with both versions, the base URL, the viewer's role
+and the page's limits (how many comments and likes it shows). The same key renders the same
+JSON but for what app.access's may_* rules and the likes' order read of the viewer: only
+whether the viewer is one of the message's people (its author, the authors of the comments
+shown, the users of the likes shown; the viewer's own like is always shown first). So a kept
+message holds its people and one form for anyone else plus one for each person who read it.
 
-Rows are keyed by their values in column order: each kind comes from one statement per shape
-(a page's messages, the comments, the likes), and two shapes of one kind differ in length.
+A page's versions are read before its comments and likes (another statement, a later
+snapshot), so a form is never older than the versions it is kept under, and all the forms of
+one key are of one set of people (a form of other people replaces them): never stale, never
+another viewer's flags.
 
-Bounded: SIZE entries of at most MAX_FORM_BYTES of JSON each, emptied whenever full.
+Kept only where the key covers every input: not a message with attachments or media (its own
+or its comments'), a poll, a shared message or extensions, nor one addressing a group other
+than its own (whether a group is listed depends on the viewer's memberships), nor a row without
+versions (a search's). Those are rendered every time.
+
+Bounded: SIZE forms of at most MAX_FORM_BYTES of JSON each, emptied whenever full.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
-from app.render.feed import USER_KEY, FeedData
+from app.render.feed import FeedData
 from app.render.messages import message
 from app.responses import kept_json
 from storage.rows import MessageRow
 
+if TYPE_CHECKING:
+    from app.context import Viewer
+
 Row = Mapping[str, Any]
 Form = dict[str, Any] | orjson.Fragment
+Key = tuple[Any, ...]
+Limits = tuple[int, int, int]  # comments, likes and comment likes shown (actions.Limits)
 
-# About 9 KB an entry, JSON and key (tracemalloc, the bench's messages): some 5 MB when full.
-# At most MAX_FORM_BYTES of JSON, and the key's texts (the same texts, up to 4 bytes a
-# character as Python strings) at most 4 times that: 40 MB at worst.
+# About 9 KB a form with its key (tracemalloc, the bench's messages): some 5 MB when full. At
+# most MAX_FORM_BYTES of JSON, and the key's texts (the same texts, up to 4 bytes a character
+# as Python strings) at most 4 times that: 40 MB at worst.
 SIZE = 512
 MAX_FORM_BYTES = 16 * 1024
-_FORMS: dict[tuple[Any, ...], orjson.Fragment] = {}
 
 
-def page_messages(rows: Sequence[MessageRow], data: FeedData) -> list[Form]:
-    """`message(row, data)` of each row, as kept JSON where the row's inputs allow it."""
-    users = {user_id: USER_KEY(user) for user_id, user in data.users.items()}
-    return [_form(row, data, users) for row in rows]
+@dataclass(slots=True)
+class _Kept:
+    people: frozenset[int]
+    forms: dict[int | None, orjson.Fragment]  # by person, None: anyone else
 
 
-def _form(row: MessageRow, data: FeedData, users: Mapping[int, tuple[Any, ...]]) -> Form:
-    key = _key(row, data, users)
-    if key is None:
+class Store:
+    """Kept messages by key, and their count of forms (the bound)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[Key, _Kept] = {}
+        self.forms = 0
+
+    def keep(self, key: Key, people: frozenset[int], who: int | None,
+             form: orjson.Fragment) -> None:
+        if self.forms >= SIZE:
+            self.entries.clear()
+            self.forms = 0
+        kept = self.entries.get(key)
+        if kept is None:
+            kept = self.entries[key] = _Kept(people, {})
+        elif kept.people != people:  # rendered from a newer thread than the forms kept
+            self.forms -= len(kept.forms)
+            kept = self.entries[key] = _Kept(people, {})
+        if who not in kept.forms:
+            self.forms += 1
+        kept.forms[who] = form
+
+
+_KEPT = Store()
+
+
+def kept_forms(
+    rows: Sequence[MessageRow], viewer: Viewer, base: str, limits: Limits,
+) -> list[orjson.Fragment | None]:
+    """The kept JSON of each row for this viewer, None where there is none."""
+    out: list[orjson.Fragment | None] = []
+    for row in rows:
+        key = _key(row, viewer, base, limits)
+        kept = _KEPT.entries.get(key) if key is not None else None
+        if kept is None:
+            out.append(None)
+        else:
+            out.append(kept.forms.get(viewer.id if viewer.id in kept.people else None))
+    return out
+
+
+def render_and_keep(rows: Sequence[MessageRow], data: FeedData, limits: Limits) -> list[Form]:
+    """`message(row, data)` of each row, kept as JSON where its key covers every input."""
+    return [_render(row, data, limits) for row in rows]
+
+
+def _render(row: MessageRow, data: FeedData, limits: Limits) -> Form:
+    viewer = data.viewer
+    key = _key(row, viewer, data.base, limits)
+    people = _people(row, data) if key is not None else None
+    if key is None or people is None:
         return message(row, data)
-    try:
-        form = _FORMS.get(key)
-    except TypeError:  # a value that cannot be hashed (a json column's object, say)
-        return message(row, data)
-    if form is None:
-        body = kept_json(message(row, data))
-        form = orjson.Fragment(body)
-        if len(body) <= MAX_FORM_BYTES:
-            if len(_FORMS) >= SIZE:
-                _FORMS.clear()
-            _FORMS[key] = form
+    body = kept_json(message(row, data))
+    form = orjson.Fragment(body)
+    if len(body) <= MAX_FORM_BYTES:
+        _KEPT.keep(key, people, viewer.id if viewer.id in people else None, form)
     return form
 
 
-def _values(row: Row) -> tuple[Any, ...]:
-    """A row's values, arrays as tuples (most comments and likes have none: their tuple)."""
+def _key(row: MessageRow, viewer: Viewer, base: str, limits: Limits) -> Key | None:
+    """The row's values with its versions, the base URL, the viewer's role and the limits;
+    None for a row without versions, or with a value that cannot be hashed (a json column's
+    object: extensions, which are never kept anyway)."""
+    if "thread_version" not in cast("Row", row):  # a page row's column
+        return None
     values = tuple(row.values())
     if list in map(type, values):
-        return tuple([tuple(v) if type(v) is list else v for v in values])
-    return values
-
-
-def _named(row: Row) -> tuple[Any, ...]:
-    """A row's names and values: for the groups, which come in two shapes of one length (a
-    page row's group, the groups statement's rows)."""
-    return tuple([(k, tuple(v) if type(v) is list else v) for k, v in row.items()])
-
-
-def _recipients(
-    rows: Iterable[Row], data: FeedData, users: Mapping[int, tuple[Any, ...]],
-) -> tuple[Any, ...]:
-    out: list[Any] = []
-    for r in rows:
-        user_id = r["user_id"]
-        if user_id is not None:
-            out.append(("u", users.get(user_id, user_id)))
-        else:
-            group = data.groups.get(r["group_id"])
-            out.append(("g", _named(group) if group is not None else r["group_id"]))
-    return tuple(out)
-
-
-def _resources(ids: Sequence[int] | None, data: FeedData) -> tuple[Any, ...] | None:
-    """The rows of these links, or None for a link with an oEmbed: its JSON decodes to Python
-    values that compare equal where their JSON differs (1, 1.0 and true)."""
-    rows = [data.resources[i] for i in ids or () if i in data.resources]
-    if any(r["oembed"] is not None for r in rows):
+        values = tuple([tuple(v) if type(v) is list else v for v in values])
+    key = (base, viewer.role, limits, values)
+    try:
+        hash(key)
+    except TypeError:
         return None
-    return tuple(map(_values, rows))
+    return key
 
 
-def _likes(
-    rows: Sequence[Row], users: Mapping[int, tuple[Any, ...]], people: set[int],
-) -> tuple[Any, ...]:
-    out = []
-    for like in rows:
-        user_id = like["user_id"]
-        people.add(user_id)
-        out.append((_values(like), users[user_id]))
-    return tuple(out)
-
-
-def _key(
-    row: MessageRow, data: FeedData, users: Mapping[int, tuple[Any, ...]],
-) -> tuple[Any, ...] | None:
-    """Everything `message(row, data)` reads, or None when the row needs what this does not
-    cover. `users`: the key of each user of the page (USER_KEY)."""
+def _people(row: MessageRow, data: FeedData) -> frozenset[int] | None:
+    """Whose flags on this message differ from anyone else's (its author, the shown comments'
+    authors, the shown likes' users), or None when the message shows what the key does not
+    cover."""
     mid = row["id"]
     attachments, media = data.attachments, data.media_files
     if (row["shared_message_id"] or row["extensions"] or mid in data.polls
             or mid in data.extensions or ("message", mid) in attachments
-            or ("message", mid) in media):
+            or ("message", mid) in media
+            or _foreign_group(data.recipients.get(mid, ()), row["group_id"])):
         return None
     people = {row["user_id"]}
-    comments = []
+    people.update(like["user_id"] for like in data.likes.get((mid, None), ()))
     for c in data.comments.get(mid, ()):
         cid = c["id"]
-        if ("comment", cid) in attachments or ("comment", cid) in media:
-            return None
-        links = _resources(c["external_resource_ids"], data)
-        if links is None:
+        if (("comment", cid) in attachments or ("comment", cid) in media
+                or _foreign_group(data.comment_recipients.get(cid, ()), row["group_id"])):
             return None
         people.add(c["user_id"])
-        comments.append((
-            _values(c), users[c["user_id"]],
-            _likes(data.likes.get((mid, cid), ()), users, people),
-            tuple(data.comment_tags.get(cid, ())),
-            _recipients(data.comment_recipients.get(cid, ()), data, users), links,
-        ))
-    links = _resources(row["external_resource_ids"], data)
-    if links is None:
-        return None
-    likes = _likes(data.likes.get((mid, None), ()), users, people)
-    group_id = row["group_id"]
-    group = data.groups.get(group_id) if group_id is not None else None
-    viewer = data.viewer
-    return (
-        data.base, viewer.role, viewer.id if viewer.id in people else None,
-        _values(row), users[row["user_id"]],
-        _named(group) if group is not None else None,
-        tuple(data.tags.get(mid, ())), _recipients(data.recipients.get(mid, ()), data, users),
-        links, tuple(comments), likes,
-    )
+        people.update(like["user_id"] for like in data.likes.get((mid, cid), ()))
+    return frozenset(people)
+
+
+def _foreign_group(recipients: Sequence[Row], own: int | None) -> bool:
+    """Whether these recipients name a group other than the message's own."""
+    return any(r["group_id"] is not None and r["group_id"] != own for r in recipients)

@@ -1,17 +1,21 @@
-"""A list page's messages are kept as JSON under everything they are rendered from
-(app.render.page_messages): after any change a viewer could see, the page served with the kept
-forms is the page rendered afresh, for each viewer."""
+"""A list page's messages are kept as JSON under their rows and the versions of what the rows
+do not hold (app.render.page_messages): after any change a viewer could see, the page served
+with the kept forms is the page rendered afresh, for each viewer."""
 
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import migrations
 from app.context import Viewer
 from app.render import page_messages
 from app.render.feed import FeedData
+from storage.rows import EmbeddedUserRow
 from tests.support import Member, World
 
 
@@ -27,9 +31,10 @@ async def assert_fresh(monkeypatch: pytest.MonkeyPatch, *members: Member) -> Non
     (and the kept forms were used: every member's page is kept after its first read)."""
     for member in members:
         kept = await home(member)
-        assert page_messages._FORMS, "nothing kept"
+        assert page_messages._KEPT.entries, "nothing kept"
+        assert await home(member) == kept  # served from what is kept
         with monkeypatch.context() as empty:
-            empty.setattr(page_messages, "_FORMS", {})
+            empty.setattr(page_messages, "_KEPT", page_messages.Store())
             fresh = await home(member)
         assert kept == fresh
 
@@ -37,7 +42,7 @@ async def assert_fresh(monkeypatch: pytest.MonkeyPatch, *members: Member) -> Non
 async def test_every_change_a_viewer_sees_is_another_key(
     world: World, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(page_messages, "_FORMS", {})
+    monkeypatch.setattr(page_messages, "_KEPT", page_messages.Store())
     admin = await world.community()
     bob = await world.user(admin, "Bob")
     cat = await world.user(admin, "Cat")
@@ -67,6 +72,8 @@ async def test_every_change_a_viewer_sees_is_another_key(
         ("put", f"/api/users/{cat.id}", admin, {"user": {"role": "admin"}}),
         ("put", f"/api/groups/{group['id']}", admin, {"group": {"name": "Crew 2"}}),
         ("post", f"/api/messages/{mid}/flags", bob, None),
+        ("put", f"/api/users/{cat.id}", cat, {"user": {"title": "Chef"}}),
+        ("post", f"/api/messages/{mid}/comments", admin, {"comment": {"text": "Noted"}}),
     ]
     for method, path, who, body in changes:
         resp = await getattr(who.api, method)(path, json=body)
@@ -76,14 +83,23 @@ async def test_every_change_a_viewer_sees_is_another_key(
     unliked = await cat.api.delete(f"/api/messages/{mid}/likes/{likes[0]['id']}")
     assert unliked.status in (200, 204), unliked.text
     await assert_fresh(monkeypatch, *viewers)
-    # the same message, kept once, serves viewers whose flags come out alike
-    assert len({key[3][0] for key in page_messages._FORMS}) == 2  # both messages
+    newest = (await admin.api.get(f"/api/messages/{mid}")).json["message"]["comments"][-1]
+    deleted = await admin.api.delete(f"/api/messages/{mid}/comments/{newest['id']}")
+    assert deleted.status in (200, 204), deleted.text
+    await assert_fresh(monkeypatch, *viewers)
+    gone = await admin.api.delete(f"/api/users/{cat.id}")  # deactivated
+    assert gone.status in (200, 204), gone.text
+    await assert_fresh(monkeypatch, admin, bob)
+    # the same message, kept once, serves viewers whose flags come out alike: the admin, one
+    # of its people (its author), and Bob, another (a commenter), have forms of their own
+    kept = next(k for key, k in page_messages._KEPT.entries.items() if key[3][0] == mid)
+    assert {admin.id, bob.id} <= kept.people and set(kept.forms) <= {*kept.people, None}
 
 
 async def test_what_the_key_does_not_cover_is_rendered_every_time(
     world: World, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(page_messages, "_FORMS", {})
+    monkeypatch.setattr(page_messages, "_KEPT", page_messages.Store())
     admin = await world.community()
     answers = [{"answer": "Yes"}, {"answer": "No"}]
     poll = await admin.api.post("/api/polls", json={"poll": {
@@ -93,14 +109,23 @@ async def test_what_the_key_does_not_cover_is_rendered_every_time(
         "body": "Vote", "poll_id": poll.json["poll"]["id"]}})
     assert posted.status == 201, posted.text
     assert [m["poll"]["question"] for m in await home(admin)] == ["Lunch?"]
-    assert page_messages._FORMS == {}
+    assert page_messages._KEPT.entries == {}
+    # nor a message addressed to a group besides its own: whether that group is listed
+    # depends on the viewer's memberships, which the key does not hold
+    crew = await world.group(admin, "Crew")
+    to_crew = await admin.api.post("/api/messages", json={"message": {
+        "body": f"For @{crew['groupname']}"}})
+    assert to_crew.status == 201, to_crew.text
+    assert to_crew.json["message"]["recipients"][0]["id"] == crew["id"]
+    await home(admin)
+    assert page_messages._KEPT.entries == {}, "a message addressed to a group was kept"
 
 
 def test_a_new_input_of_the_feed_is_a_question_for_the_key() -> None:
-    """Tripwire: every FeedData field is either in the key (app.render.page_messages._key) or
-    makes it give up, and of the viewer the key holds the role and (when it wrote something
-    on the message) the id, which is all app.access's may_* read today. A new one must be
-    added there before these lists."""
+    """Tripwire: every FeedData field is either covered by the key (the row, or a version of
+    migration 0021) or makes a message not kept, and of the viewer the key holds the role and
+    (when it is one of the message's people) the id, which is all app.access's may_* read
+    today. A new one must be added there before these lists."""
     assert [f.name for f in dataclasses.fields(Viewer)] == ["id", "community_id", "role", "row"]
     assert [f.name for f in dataclasses.fields(FeedData)] == [
         "base", "viewer", "users", "groups", "recipients", "tags", "comment_recipients",
@@ -108,3 +133,13 @@ def test_a_new_input_of_the_feed_is_a_question_for_the_key() -> None:
         "polls", "shared", "extensions", "_embedded_users", "_like_users",
         "_recipient_users", "_short_groups",
     ]
+
+
+def test_every_user_column_a_message_shows_bumps_the_directory() -> None:
+    """Tripwire: migration 0021's users trigger compares every column the embedded forms of a
+    user read (storage.rows.EmbeddedUserRow), so a renamed user is another key."""
+    sql = (Path(migrations.__file__).parent / "0021_render_versions.sql").read_text()
+    compared = re.search(r"WHERE \((o\.[^)]*)\)\s+IS DISTINCT FROM", sql)
+    assert compared is not None
+    columns = {c.strip().removeprefix("o.") for c in compared.group(1).split(",")}
+    assert columns == {*EmbeddedUserRow.__annotations__, "community_id"} - {"id"}

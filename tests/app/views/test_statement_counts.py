@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from app.render import page_messages
 from tests.app.views.conversations_support import start
 from tests.app.views.feed_support import comment, make_group, post
 from tests.conftest import QueryLog
@@ -133,12 +136,17 @@ async def test_post_remark_comment_like_statements(world: World, query_log: Quer
 # likes, users and links. No attachment, no poll, no group but the messages' own: no query for
 # them.
 HOME_PAGE_STATEMENTS = 7
+# ... when its messages are kept (app.render.page_messages): the viewer, Home marked read, the
+# page; no comment, like, user or link is read.
+KEPT_HOME_PAGE_STATEMENTS = 3
 # A stream's or a group's first page (12 before): the viewer, the stream (or group) found and
 # marked read by one statement, then the page and its reads as Home's.
 STREAM_PAGE_STATEMENTS = 7
 
 
-async def test_get_messages_statements(world: World, query_log: QueryLog) -> None:
+async def test_get_messages_statements(
+    world: World, query_log: QueryLog, monkeypatch: pytest.MonkeyPatch,
+) -> None:
     admin = await world.community()
     bob = await world.user(admin, "Bob")
     group_id = await make_group(world, admin, "Team", members=[bob])
@@ -149,11 +157,16 @@ async def test_get_messages_statements(world: World, query_log: QueryLog) -> Non
         resp = await admin.api.post(f"/api/messages/{message['id']}/likes")
         assert resp.status == 201, resp.text
     await admin.api.get("/api/messages")
+    monkeypatch.setattr(page_messages, "_KEPT", page_messages.Store())
     query_log.reset()
     resp = await admin.api.get("/api/messages")
     assert resp.status == 200, resp.text
     assert len(resp.json["messages"]) == 3
     assert len(query_log) <= HOME_PAGE_STATEMENTS, show(query_log)
+    query_log.reset()
+    kept = await admin.api.get("/api/messages")
+    assert kept.json == resp.json
+    assert len(query_log) == KEPT_HOME_PAGE_STATEMENTS, show(query_log)
     streams = (await admin.api.get("/api/streams")).json["streams"]
     team = next(s["id"] for s in streams if s["name"] == "Team")
     for path in (f"/api/streams/{team}/messages", f"/api/groups/{group_id}/messages",

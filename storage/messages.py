@@ -277,8 +277,9 @@ WHERE r.message_id IS NOT NULL OR t.message_id IS NOT NULL OR p.id IS NOT NULL
 # has per_page + 1 rows); `rx` is a lateral join (one read of the recipients for both arrays).
 # Same values as EXTRAS' (a message with none: NULL recipients, empty tags). Then the GROUPS
 # columns of the message's group that the row lacks (`page_group`), so that a page whose groups
-# are all its messages' own reads no group. Then the versions of its thread and of its
-# community's directory (migration 0021), which app.render.page_messages keeps its JSON under.
+# are all its messages' own reads no group. Then whether the viewer likes it or one of its
+# comments, and the versions of its thread and of its community's directory (migration 0021):
+# what app.render.page_messages keeps its JSON under.
 PAGE_EXTRAS = f"""
 g.name AS group_name, g.groupname AS group_groupname, g.chat_enabled AS group_chat_enabled,
 g.avatar_id AS group_avatar_id, {listed_sql("g", "$2", "$3")} AS group_listed,
@@ -288,6 +289,7 @@ ARRAY(SELECT t.name FROM message_topics mt JOIN topics t ON t.id = mt.topic_id
 (SELECT p.id FROM polls p WHERE p.message_id = m.id) AS poll_id,
 EXISTS (SELECT 1 FROM attachments a WHERE a.subject_type = 'message' AND a.subject_id = m.id)
     AS has_attachments,
+EXISTS (SELECT 1 FROM likes l WHERE l.message_id = m.id AND l.user_id = $2) AS viewer_liked,
 coalesce(tv.version, 0) AS thread_version,
 coalesce((SELECT d.version FROM directory_versions d WHERE d.community_id = $1), 0)
     AS directory_version

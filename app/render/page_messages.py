@@ -10,10 +10,13 @@ its own transaction (migration 0021): its thread's (comments, likes, recipients,
 comment attachments) and its community's directory's (users' embedded columns, links, topic
 names). So the key of a message is its row with both versions, the base URL, the viewer's role
 and the page's limits (how many comments and likes it shows). The same key renders the same
-JSON but for what app.access's may_* rules and the likes' order read of the viewer: only
-whether the viewer is one of the message's people (its author, the authors of the comments
-shown, the users of the likes shown; the viewer's own like is always shown first). So a kept
-message holds its people and one form for anyone else plus one for each person who read it.
+JSON but for what app.access's may_* rules and the likes read of the viewer: whether the
+viewer is one of the message's people (its author, the authors of the comments shown, the
+users of the likes shown). A viewer who likes the message or a comment shown has their like
+shown first (storage.likes.TOP), even one beyond the likes others see, and is then one of its
+people; whether the viewer likes it or any of its comments is a column of the row
+(`viewer_liked`), so a liker never gets a form kept for those who do not. So a kept message
+holds its people and one form for anyone else plus one for each person who read it.
 
 A page's versions are read before its comments and likes (another statement, a later
 snapshot), so a form is never older than the versions it is kept under, and all the forms of
@@ -71,16 +74,18 @@ class Store:
 
     def keep(self, key: Key, people: frozenset[int], who: int | None,
              form: orjson.Fragment) -> None:
-        if self.forms >= SIZE:
-            self.entries.clear()
-            self.forms = 0
         kept = self.entries.get(key)
-        if kept is None:
-            kept = self.entries[key] = _Kept(people, {})
-        elif kept.people != people:  # rendered from a newer thread than the forms kept
+        if kept is not None and kept.people != people:  # forms of a newer thread: its own
             self.forms -= len(kept.forms)
-            kept = self.entries[key] = _Kept(people, {})
-        if who not in kept.forms:
+            del self.entries[key]
+            kept = None
+        if kept is None or who not in kept.forms:  # one form more
+            if self.forms >= SIZE:
+                self.entries.clear()
+                self.forms = 0
+                kept = None
+            if kept is None:
+                kept = self.entries[key] = _Kept(people, {})
             self.forms += 1
         kept.forms[who] = form
 
@@ -99,7 +104,7 @@ def kept_forms(
         if kept is None:
             out.append(None)
         else:
-            out.append(kept.forms.get(viewer.id if viewer.id in kept.people else None))
+            out.append(kept.forms.get(_who(viewer.id, kept.people)))
     return out
 
 
@@ -117,8 +122,14 @@ def _render(row: MessageRow, data: FeedData, limits: Limits) -> Form:
     body = kept_json(message(row, data))
     form = orjson.Fragment(body)
     if len(body) <= MAX_FORM_BYTES:
-        _KEPT.keep(key, people, viewer.id if viewer.id in people else None, form)
+        _KEPT.keep(key, people, _who(viewer.id, people), form)
     return form
+
+
+def _who(viewer_id: int, people: frozenset[int]) -> int | None:
+    """Whose form of the message the viewer gets: their own if they are one of its people,
+    else anyone else's (None)."""
+    return viewer_id if viewer_id in people else None
 
 
 def _key(row: MessageRow, viewer: Viewer, base: str, limits: Limits) -> Key | None:

@@ -4,6 +4,7 @@ nothing shown bump nothing; a deleted message leaves no version behind."""
 
 from __future__ import annotations
 
+from storage.db import transaction
 from tests.app.views.feed_support import comment, post
 from tests.support import Member, World
 
@@ -23,7 +24,8 @@ async def directory(world: World, member: Member) -> int:
 async def test_each_write_to_a_thread_bumps_its_version(world: World) -> None:
     admin = await world.community()
     bob = await world.user(admin, "Bob")
-    mid = (await post(admin, "Plans"))["id"]
+    # a message's own recipients and tags are in its page row: posting bumps nothing
+    mid = (await post(admin, f"Plans for #friday, @{bob.username}"))["id"]
     other = (await post(admin, "Other"))["id"]
     assert await thread(world, mid) == 0
     bumps = 0
@@ -57,6 +59,9 @@ async def test_each_write_to_a_thread_bumps_its_version(world: World) -> None:
         "UPDATE attachments SET subject_type = 'comment', subject_id = $2 WHERE id = $1",
         upload, cid)
     await bumped("a comment's attachment")
+    await world.pool.execute(
+        "UPDATE attachments SET thumbnails = '{\"square\": \"k\"}' WHERE id = $1", upload)
+    assert await thread(world, mid) == bumps, "a thumbnail (made on a GET) bumped the thread"
     deleted = await bob.api.delete(f"/api/messages/{mid}/comments/{cid}")
     assert deleted.status in (200, 204), deleted.text
     await bumped("a comment's deletion")
@@ -100,6 +105,12 @@ async def test_what_many_messages_show_bumps_the_directory(world: World) -> None
         "UPDATE topics SET name = 'releases' WHERE community_id = $1 AND name = 'release'",
         admin.community.id)
     await bumps("a topic's name")
+    async with transaction(world.pool) as conn:  # as a provisioning upload: one bump
+        for first_name in ("Ann", "Bea", "Cy"):
+            await conn.execute("UPDATE users SET first_name = $2 WHERE id = $1",
+                               bob.id, first_name)
+    assert await directory(world, admin) == seen + 1, "one bump per transaction"
+    seen += 1
     deactivated = await admin.api.delete(f"/api/users/{bob.id}")
     assert deactivated.status in (200, 204), deactivated.text
     await bumps("a deactivation")

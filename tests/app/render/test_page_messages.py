@@ -139,7 +139,34 @@ def test_every_user_column_a_message_shows_bumps_the_directory() -> None:
     """Tripwire: migration 0021's users trigger compares every column the embedded forms of a
     user read (storage.rows.EmbeddedUserRow), so a renamed user is another key."""
     sql = (Path(migrations.__file__).parent / "0021_render_versions.sql").read_text()
-    compared = re.search(r"WHERE \((o\.[^)]*)\)\s+IS DISTINCT FROM", sql)
+    compared = re.search(r"WHEN \(\((OLD\.username[^)]*)\)\s+IS DISTINCT FROM", sql)
     assert compared is not None
-    columns = {c.strip().removeprefix("o.") for c in compared.group(1).split(",")}
+    columns = {c.strip().removeprefix("OLD.") for c in compared.group(1).split(",")}
     assert columns == {*EmbeddedUserRow.__annotations__, "community_id"} - {"id"}
+
+
+async def test_a_viewer_who_likes_a_message_gets_their_own_form(
+    world: World, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The viewer's own like is shown first even beyond the likes others see: a liker never
+    gets the form kept for everyone else."""
+    monkeypatch.setattr(page_messages, "_KEPT", page_messages.Store())
+    admin = await world.community()
+    early, late, other = [await world.user(admin, name) for name in ("Early", "Late", "Other")]
+    for member in (early, late, other):
+        assert (await member.api.post(f"/api/users/{admin.id}/followers")).status == 201
+    mid = (await admin.api.post("/api/messages", json={"message": {"body": "Hi"}})
+           ).json["message"]["id"]
+    for member in (early, late):
+        assert (await member.api.post(f"/api/messages/{mid}/likes")).status == 201
+
+    async def likes(member: Member) -> list[tuple[int, bool]]:
+        resp = await member.api.get("/api/messages", params={"likes_limit": 1})
+        assert resp.status == 200, resp.text
+        return [(like["user"]["id"], like["unlikable"])
+                for like in resp.json["messages"][0]["likes"]]
+
+    assert await likes(other) == [(late.id, False)]  # kept for anyone else
+    assert await likes(early) == [(early.id, True)]
+    assert await likes(late) == [(late.id, True)]
+    assert await likes(other) == [(late.id, False)]

@@ -21,13 +21,17 @@
 -- or a provisioning upload beside profile edits, do not wait on each other's transactions. Bumps
 -- run in the order their changes were made, before the events' and content versions' (queued
 -- last by the unit of work's last statement).
+--
+-- No foreign keys: checking one at COMMIT would lock the message (or community) row, and a
+-- writer of a comment racing a deletion of its message would deadlock with it. A deleted
+-- message's row stays, harmless (ids are never reused; pages read versions by message id).
 CREATE TABLE thread_versions (
-    message_id bigint PRIMARY KEY REFERENCES messages (id) ON DELETE CASCADE,
+    message_id bigint PRIMARY KEY,
     version bigint NOT NULL
 );
 
 CREATE TABLE directory_versions (
-    community_id bigint PRIMARY KEY REFERENCES communities (id) ON DELETE CASCADE,
+    community_id bigint PRIMARY KEY,
     version bigint NOT NULL
 );
 
@@ -35,14 +39,18 @@ CREATE TABLE directory_versions (
 -- viewer's own like is shown first, storage.likes.TOP).
 CREATE INDEX likes_message_liker_idx ON likes (message_id, user_id);
 
--- Only a message that still exists gets a row (after a deletion, nothing is bumped). PL/pgSQL,
--- not SQL: its statement's plan is kept for the session (a SQL function's is made at each call,
--- which tripled a like's cost in PostgreSQL).
+-- Only a message that still exists gets a row (after a deletion, nothing is bumped); once per
+-- run of bumps of one message in a transaction (a comment, its recipients and its topics come
+-- one after the other). PL/pgSQL, not SQL: its statement's plan is kept for the session (a SQL
+-- function's is made at each call, which tripled a like's cost in PostgreSQL).
 CREATE FUNCTION bump_thread_version(message bigint) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO thread_versions AS t (message_id, version)
-    SELECT m.id, 1 FROM messages m WHERE m.id = message
-    ON CONFLICT (message_id) DO UPDATE SET version = t.version + 1;
+    IF coalesce(current_setting('commons.thread_bumped', true), '') <> message::text THEN
+        PERFORM set_config('commons.thread_bumped', message::text, true);
+        INSERT INTO thread_versions AS t (message_id, version)
+        SELECT m.id, 1 FROM messages m WHERE m.id = message
+        ON CONFLICT (message_id) DO UPDATE SET version = t.version + 1;
+    END IF;
 END $$;
 
 -- Once per transaction and community (a provisioning upload updates thousands of users).
@@ -101,22 +109,18 @@ CREATE CONSTRAINT TRIGGER message_topics_thread_version_update
     WHEN (OLD.comment_id IS NOT NULL OR NEW.comment_id IS NOT NULL)
     EXECUTE FUNCTION thread_row_changed();
 
--- A comment's attachments, claimed or let go (not their thumbnails, made on a later GET).
+-- An attachment claimed by a comment (not its thumbnails, made on a later GET). A message
+-- whose comments have attachments is never kept, so one let go needs no bump.
 CREATE FUNCTION comment_attachment_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP <> 'INSERT' AND OLD.subject_type = 'comment' THEN
-        PERFORM bump_thread_version(c.message_id) FROM comments c WHERE c.id = OLD.subject_id;
-    END IF;
-    IF TG_OP <> 'DELETE' AND NEW.subject_type = 'comment' THEN
-        PERFORM bump_thread_version(c.message_id) FROM comments c WHERE c.id = NEW.subject_id;
-    END IF;
+    PERFORM bump_thread_version(c.message_id) FROM comments c WHERE c.id = NEW.subject_id;
     RETURN NULL;
 END $$;
 
 CREATE CONSTRAINT TRIGGER attachments_thread_version
-    AFTER INSERT OR DELETE OR UPDATE OF subject_type, subject_id ON attachments
-    DEFERRABLE INITIALLY DEFERRED
-    FOR EACH ROW EXECUTE FUNCTION comment_attachment_changed();
+    AFTER INSERT OR UPDATE OF subject_type, subject_id ON attachments
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.subject_type = 'comment')
+    EXECUTE FUNCTION comment_attachment_changed();
 
 -- Rows with a community_id: users, external_resources, topics.
 CREATE FUNCTION directory_row_changed() RETURNS trigger LANGUAGE plpgsql AS $$

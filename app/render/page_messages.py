@@ -12,11 +12,10 @@ names). So the key of a message is its row with both versions, the base URL, the
 and the page's limits (how many comments and likes it shows). The same key renders the same
 JSON but for what app.access's may_* rules and the likes read of the viewer: whether the
 viewer is one of the message's people (its author, the authors of the comments shown, the
-users of the likes shown). A viewer who likes the message or a comment shown has their like
-shown first (storage.likes.TOP), even one beyond the likes others see, and is then one of its
-people; whether the viewer likes it or any of its comments is a column of the row
-(`viewer_liked`), so a liker never gets a form kept for those who do not. So a kept message
-holds its people and one form for anyone else plus one for each person who read it.
+users of the likes shown), and whether they like it or one of its comments (the row's
+`viewer_liked`: their own like is shown first, even one beyond the likes others see, so no two
+likers' forms are alike). So a kept message holds its people and one form for anyone else
+plus one for each person or liker who read it.
 
 A page's versions are read before its comments and likes (another statement, a later
 snapshot), so a form is never older than the versions it is kept under, and all the forms of
@@ -104,7 +103,7 @@ def kept_forms(
         if kept is None:
             out.append(None)
         else:
-            out.append(kept.forms.get(_who(viewer.id, kept.people)))
+            out.append(kept.forms.get(_who(row, viewer.id, kept.people)))
     return out
 
 
@@ -119,17 +118,20 @@ def _render(row: MessageRow, data: FeedData, limits: Limits) -> Form:
     people = _people(row, data) if key is not None else None
     if key is None or people is None:
         return message(row, data)
+    if cast("Row", row)["viewer_liked"]:
+        people = frozenset()  # every liker has a form of their own (_who), no one else's
     body = kept_json(message(row, data))
     form = orjson.Fragment(body)
     if len(body) <= MAX_FORM_BYTES:
-        _KEPT.keep(key, people, _who(viewer.id, people), form)
+        _KEPT.keep(key, people, _who(row, viewer.id, people), form)
     return form
 
 
-def _who(viewer_id: int, people: frozenset[int]) -> int | None:
-    """Whose form of the message the viewer gets: their own if they are one of its people,
-    else anyone else's (None)."""
-    return viewer_id if viewer_id in people else None
+def _who(row: MessageRow, viewer_id: int, people: frozenset[int]) -> int | None:
+    """Whose form of the message the viewer gets: their own if they are one of its people or
+    like it or one of its comments (their like is shown first, even one beyond the likes others
+    see, storage.likes.TOP: likers differ from each other), else anyone else's (None)."""
+    return viewer_id if viewer_id in people or cast("Row", row)["viewer_liked"] else None
 
 
 def _key(row: MessageRow, viewer: Viewer, base: str, limits: Limits) -> Key | None:

@@ -149,24 +149,39 @@ async def test_a_viewer_who_likes_a_message_gets_their_own_form(
     world: World, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The viewer's own like is shown first even beyond the likes others see: a liker never
-    gets the form kept for everyone else."""
+    gets the form kept for anyone else, nor another liker's."""
     monkeypatch.setattr(page_messages, "_KEPT", page_messages.Store())
     admin = await world.community()
-    early, late, other = [await world.user(admin, name) for name in ("Early", "Late", "Other")]
-    for member in (early, late, other):
+    early, late, fan, other = [
+        await world.user(admin, name) for name in ("Early", "Late", "Fan", "Other")]
+    for member in (early, late, fan, other):
         assert (await member.api.post(f"/api/users/{admin.id}/followers")).status == 201
     mid = (await admin.api.post("/api/messages", json={"message": {"body": "Hi"}})
            ).json["message"]["id"]
+    older = await admin.api.post(f"/api/messages/{mid}/comments",
+                                 json={"comment": {"text": "First"}})
+    assert older.status == 201, older.text
+    newer = await admin.api.post(f"/api/messages/{mid}/comments",
+                                 json={"comment": {"text": "Second"}})
+    assert newer.status == 201, newer.text
+    # Fan likes only the older comment, which a page of one comment does not show
+    liked = await fan.api.post(f"/api/messages/{mid}/comments/{older.json['comment']['id']}"
+                               "/likes")
+    assert liked.status == 201, liked.text
     for member in (early, late):
         assert (await member.api.post(f"/api/messages/{mid}/likes")).status == 201
 
     async def likes(member: Member) -> list[tuple[int, bool]]:
-        resp = await member.api.get("/api/messages", params={"likes_limit": 1})
+        resp = await member.api.get("/api/messages",
+                                    params={"likes_limit": 1, "comments_limit": 1})
         assert resp.status == 200, resp.text
         return [(like["user"]["id"], like["unlikable"])
                 for like in resp.json["messages"][0]["likes"]]
 
     assert await likes(other) == [(late.id, False)]  # kept for anyone else
+    assert await likes(fan) == [(late.id, False)]  # a liker, but of nothing shown
     assert await likes(early) == [(early.id, True)]
     assert await likes(late) == [(late.id, True)]
+    assert await likes(fan) == [(late.id, False)]
+    assert await likes(early) == [(early.id, True)]
     assert await likes(other) == [(late.id, False)]

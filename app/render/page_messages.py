@@ -136,19 +136,14 @@ def _who(row: MessageRow, viewer_id: int, people: frozenset[int]) -> int | None:
 
 def _key(row: MessageRow, viewer: Viewer, base: str, limits: Limits) -> Key | None:
     """The row's values with its versions, the base URL, the viewer's role and the limits;
-    None for a row without versions, or with a value that cannot be hashed (a json column's
-    object: extensions, which are never kept anyway)."""
-    if "thread_version" not in cast("Row", row):  # a page row's column
+    None for a row without versions, or with extensions (never kept, and its one json column:
+    the only value that may not be hashable once arrays are tuples)."""
+    if "thread_version" not in cast("Row", row) or row["extensions"]:  # a page row's column
         return None
     values = tuple(row.values())
     if list in map(type, values):
         values = tuple([tuple(v) if type(v) is list else v for v in values])
-    key = (base, viewer.role, limits, values)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return (base, viewer.role, limits, values)
 
 
 def _people(row: MessageRow, data: FeedData) -> frozenset[int] | None:

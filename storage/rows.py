@@ -73,7 +73,8 @@ class FullUserRow(UserRow):
 
 
 class ListedUserRow(FullFormRow):
-    """storage.users.LISTED: FULL_FLAT with contact_info and custom_values as JSON text."""
+    """storage.users.LISTED_BY_IDS: FULL_FLAT with contact_info and custom_values as JSON text,
+    and the versions of storage.users.KEYS."""
 
     community_id: int
     manager_id: int | None
@@ -90,6 +91,19 @@ class ListedUserRow(FullFormRow):
     mgr_back_in_office_on: date | None
     mgr_avatar_id: int | None
     custom_values: str | None
+    row_version: int
+    directory_version: int | None
+
+
+class ListedKeyRow(TypedDict):
+    """storage.users.KEYS: what a users list page's kept full form is keyed by."""
+
+    id: int
+    row_version: int
+    directory_version: int | None
+    following_count: int
+    followers_count: int
+    viewer_follows: bool
 
 
 class ShortGroupRow(TypedDict):

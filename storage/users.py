@@ -16,7 +16,7 @@ import asyncpg
 from storage import versions
 from storage.db import Conn
 from storage.names import first_free
-from storage.rows import EmbeddedUserRow, FullUserRow, ListedUserRow, UserRow
+from storage.rows import EmbeddedUserRow, FullUserRow, ListedKeyRow, ListedUserRow, UserRow
 
 # Columns needed to render any form of a user (embedded, like, recipient, compact).
 BASIC = """
@@ -137,9 +137,23 @@ SELECT {FULL_FLAT} FROM users u {MANAGER_JOIN}
 WHERE u.community_id = $1 AND lower(u.company_login) = lower($3)
 """
 
+# The users list pages (GET /api/users, search, suggest, employees) read in two steps
+# (app.actions.users.listed_users): the page's KEYS, a narrow row per user with what the kept
+# full form is keyed by, then LISTED_BY_IDS for the users whose form is not kept. In KEYS, the
+# row's version covers every column of the user's row and their custom field values (migration
+# 0022); the directory's covers their manager's embedded columns and the custom fields' names
+# (migrations 0021, 0022); the follow counts and the viewer's follow are the page's own.
+_VERSIONS = """u.row_version,
+(SELECT d.version FROM directory_versions d WHERE d.community_id = $1) AS directory_version"""
+KEYS = f"u.id, {_VERSIONS}, {_COUNTS}"
+LISTED_BY_IDS = f"""
+SELECT {LISTED}, {_VERSIONS} FROM users u {MANAGER_JOIN}
+WHERE u.community_id = $1 AND u.id = ANY($3::bigint[])
+"""
+
 # GET /api/users: $3 states, $4 e-mails (NULL = any), $5 offset, $6 limit
 LIST = f"""
-SELECT {LISTED} FROM users u {MANAGER_JOIN}
+SELECT {KEYS} FROM users u
 WHERE u.community_id = $1 AND u.state = ANY($3::text[])
   AND ($4::text[] IS NULL OR lower(u.email) = ANY($4::text[]))
 ORDER BY u.id
@@ -149,7 +163,7 @@ OFFSET $5 LIMIT $6
 # Word-prefix search over name, username and e-mail. $3 tsquery text, $4 offset, $5 limit,
 # $6 states. Also matches a whole e-mail address exactly.
 SEARCH = f"""
-SELECT {LISTED} FROM users u {MANAGER_JOIN}
+SELECT {KEYS} FROM users u
 WHERE u.community_id = $1 AND u.state = ANY($6::text[])
   AND (to_tsvector('simple', u.first_name || ' ' || u.last_name || ' ' || u.username
                    || ' ' || u.email) @@ to_tsquery('simple', $3)
@@ -173,7 +187,7 @@ OFFSET $4 LIMIT $5
 """
 
 EMPLOYEES = f"""
-SELECT {LISTED} FROM users u {MANAGER_JOIN}
+SELECT {KEYS} FROM users u
 WHERE u.community_id = $1 AND u.manager_id = $3 AND u.state = 'active'
 ORDER BY u.id
 OFFSET $4 LIMIT $5
@@ -333,9 +347,9 @@ async def list_users(
     emails: Sequence[str] | None,
     offset: int,
     limit: int,
-) -> list[ListedUserRow]:
+) -> list[ListedKeyRow]:
     lowered = [e.lower() for e in emails] if emails is not None else None
-    return cast("list[ListedUserRow]", await conn.fetch(
+    return cast("list[ListedKeyRow]", await conn.fetch(
         LIST, community_id, viewer_id, list(states), lowered, offset, limit,
     ))
 
@@ -350,8 +364,8 @@ async def search(
     states: Sequence[str],
     offset: int,
     limit: int,
-) -> list[ListedUserRow]:
-    return cast("list[ListedUserRow]", await conn.fetch(
+) -> list[ListedKeyRow]:
+    return cast("list[ListedKeyRow]", await conn.fetch(
         SEARCH, community_id, viewer_id, tsquery, offset, limit, list(states),
         [e.lower() for e in emails],
     ))
@@ -375,9 +389,19 @@ async def following(
 
 async def employees(
     conn: Conn, community_id: int, viewer_id: int, manager_id: int, offset: int, limit: int
-) -> list[ListedUserRow]:
-    return cast("list[ListedUserRow]", await conn.fetch(
+) -> list[ListedKeyRow]:
+    return cast("list[ListedKeyRow]", await conn.fetch(
         EMPLOYEES, community_id, viewer_id, manager_id, offset, limit,
+    ))
+
+
+async def listed_by_ids(
+    conn: Conn, community_id: int, viewer_id: int, ids: Sequence[int]
+) -> list[ListedUserRow]:
+    """LISTED_BY_IDS: the rows a users list page renders the users it does not keep from, in
+    no particular order (a user deleted since the page's KEYS were read is missing)."""
+    return cast("list[ListedUserRow]", await conn.fetch(
+        LISTED_BY_IDS, community_id, viewer_id, list(ids),
     ))
 
 

@@ -36,7 +36,7 @@ from realtime.hub import Hub
 from storage import custom_fields, memberships, users
 from storage.batch import Batcher, by_community
 from storage.db import Conn
-from storage.rows import EmbeddedUserRow, FullUserRow, ListedUserRow
+from storage.rows import EmbeddedUserRow, FullUserRow, ListedKeyRow, ListedUserRow
 
 PasswordCheck = Callable[[int, str], Awaitable[None]]
 """Confirms (user id, current password) or raises: 403 when wrong, 429 when throttled."""
@@ -164,40 +164,52 @@ def _flat_manager(
             field: row[column] for field, column in _MANAGER_COLUMNS}), base)
     return rendered
 
-# The full forms of the users list pages (the directory, search, suggest, employees) by the very
-# row each is rendered from, shared across pages and requests (issue 13: rendering a page of
-# 20 cost about 50 µs, and a polled directory shows the same users every time). The key is the
-# whole LISTED row (every column the form reads, the viewer's follow of the user included),
-# whether the user is the viewer (`followable`), and the base URL: the same key always renders
-# the same JSON, so an entry can never be stale (any change is another key) nor show a viewer
-# anything but their own answer (an asyncpg Record compares by its values alone: only rows of
-# the one SELECT list LISTED may come here). Kept serialized, as orjson Fragments: the
-# response's orjson copies them as they are (a page's 36 KB cost 18 µs to serialize from
-# dicts, 1 µs from fragments), and bytes cannot be mutated by whoever holds them. Bounded:
-# emptied whenever full (about 7 MB when full, rows included, measured with tracemalloc).
+# The full forms of the users list pages (the directory, search, suggest, employees), shared
+# across pages and requests (issue 13: rendering a page of 20 cost about 50 µs, and reading
+# their wide rows about as much again; a polled directory shows the same users every time).
+# A page first reads a narrow row per user (storage.users.KEYS): the versions of the user's
+# row and custom values and of the community's directory (migrations 0021, 0022), the follow
+# counts and the viewer's follow. The key is that row, whether the user is the viewer
+# (`followable`) and the base URL. A form is rendered from a LISTED_BY_IDS row and kept under
+# that row's own versions and counts, read in the same snapshot: a form is never older than
+# its key, and any change of what it shows is another key, so it is never stale, nor anyone
+# else's (the only viewer-dependent parts are in the key). Kept serialized, as orjson
+# Fragments: the response's orjson copies them as they are (a page's 36 KB cost 18 µs to
+# serialize from dicts, 1 µs from fragments), and bytes cannot be mutated by whoever holds
+# them. Bounded: emptied whenever full (a few MB when full).
 LISTED_FORMS_SIZE = 2048
-_LISTED_FORMS: dict[tuple[str, bool, ListedUserRow], orjson.Fragment] = {}
+Key = tuple[str, bool, int, int, int | None, int, int, bool]
+_LISTED_FORMS: dict[Key, orjson.Fragment] = {}
 
 
-def listed_users(
-    viewer: Viewer, rows: Sequence[ListedUserRow], base: str
+def _key(base: str, viewer: Viewer, row: ListedKeyRow | ListedUserRow) -> Key:
+    return (base, row["id"] == viewer.id, row["id"], row["row_version"],
+            row["directory_version"], row["following_count"], row["followers_count"],
+            row["viewer_follows"])
+
+
+async def listed_users(
+    conn: Conn, viewer: Viewer, keys: Sequence[ListedKeyRow], base: str
 ) -> list[orjson.Fragment]:
-    """The JSON of full_user of each LISTED row, shared with every other page that shows the
-    same values."""
+    """The JSON of full_user of each user of a page's KEYS, in their order: the kept forms,
+    and the others rendered from their LISTED rows (one query for all of them, none when
+    every form is kept). A user deleted between the two reads is left out."""
     forms = _LISTED_FORMS
+    out: list[orjson.Fragment | None] = [forms.get(_key(base, viewer, k)) for k in keys]
+    missing = [k["id"] for k, form in zip(keys, out, strict=True) if form is None]
+    if not missing:
+        return cast("list[orjson.Fragment]", out)
+    rendered: dict[int, orjson.Fragment] = {}
     managers: dict[int, dict[str, Any]] = {}  # rendered once per page, as in full_users
-    out = []
-    for row in rows:
-        key = (base, row["id"] == viewer.id, row)
-        form = forms.get(key)
-        if form is None:
-            form = orjson.Fragment(kept_json(_listed_user(viewer, row, base, managers)))
-            if _cacheable(row):
-                if len(forms) >= LISTED_FORMS_SIZE:
-                    forms.clear()
-                forms[key] = form
-        out.append(form)
-    return out
+    for row in await users.listed_by_ids(conn, viewer.community_id, viewer.id, missing):
+        form = rendered[row["id"]] = orjson.Fragment(
+            kept_json(_listed_user(viewer, row, base, managers)))
+        if _cacheable(row):
+            if len(forms) >= LISTED_FORMS_SIZE:
+                forms.clear()
+            forms[_key(base, viewer, row)] = form
+    shown = (kept or rendered.get(k["id"]) for kept, k in zip(out, keys, strict=True))
+    return [form for form in shown if form is not None]
 
 
 # The JSON columns of a row kept as a key are at most this long together: a user may write
@@ -290,7 +302,7 @@ async def full_user_by_company_login(conn: Conn, viewer: Viewer, login: str) -> 
 
 async def list_users(
     conn: Conn, viewer: Viewer, *, state: str, emails: Sequence[str] | None, page: Page
-) -> list[ListedUserRow]:
+) -> list[ListedKeyRow]:
     return await users.list_users(
         conn, viewer.community_id, viewer.id, states=STATE_FILTERS[state], emails=emails,
         offset=page.offset, limit=page.limit,
@@ -300,7 +312,7 @@ async def list_users(
 async def search_users(
     conn: Conn, viewer: Viewer, *, tsquery: str, emails: Sequence[str],
     states: tuple[str, ...], page: Page,
-) -> list[ListedUserRow]:
+) -> list[ListedKeyRow]:
     return await users.search(
         conn, viewer.community_id, viewer.id, tsquery=tsquery, emails=emails, states=states,
         offset=page.offset, limit=page.limit,
@@ -309,7 +321,7 @@ async def search_users(
 
 async def employees(
     conn: Conn, viewer: Viewer, manager_id: int, page: Page
-) -> list[ListedUserRow]:
+) -> list[ListedKeyRow]:
     manager = await access_user(conn, viewer, manager_id)
     return await users.employees(
         conn, viewer.community_id, viewer.id, manager["id"], page.offset, page.limit

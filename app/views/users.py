@@ -85,10 +85,11 @@ async def _render_full(request: web.Request, row: Any) -> dict[str, Any]:
     ))[0]
 
 
-def _listed(request: web.Request, viewer: Viewer, rows: list[Any]) -> web.Response:
+async def _listed(request: web.Request, viewer: Viewer, keys: list[Any]) -> web.Response:
     """A users list page's answer (the directory, search, employees)."""
     base = community_of(request).base_url
-    return json_response({"users": actions.listed_users(viewer, rows, base)})
+    return json_response(
+        {"users": await actions.listed_users(pool_of(request), viewer, keys, base)})
 
 
 async def _render_one(request: web.Request, user_id: int) -> dict[str, Any]:
@@ -104,7 +105,7 @@ async def list_users(request: web.Request) -> web.Response:
         pool_of(request), viewer, state=query.state, emails=query.email or None,  # blank: any
         page=page,
     )
-    return _listed(request, viewer, rows)
+    return await _listed(request, viewer, rows)
 
 
 async def show_user(request: web.Request) -> web.Response:
@@ -201,7 +202,7 @@ async def _search(request: web.Request, states: tuple[str, ...]) -> web.Response
         pool_of(request), viewer, tsquery=tsquery or "''", emails=emails, states=states,
         page=page,
     )
-    return _listed(request, viewer, rows)
+    return await _listed(request, viewer, rows)
 
 
 async def search_users(request: web.Request) -> web.Response:
@@ -218,5 +219,5 @@ async def list_employees(request: web.Request) -> web.Response:
     page = await parse_page(request)
     viewer = viewer_of(request)
     rows = await actions.employees(pool_of(request), viewer, path_id(request, "user_id"), page)
-    return _listed(request, viewer, rows)
+    return await _listed(request, viewer, rows)
 

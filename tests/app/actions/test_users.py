@@ -1,5 +1,6 @@
-"""app.actions.users.listed_users: the full forms of the users list pages, rendered from LISTED
-rows (contact_info and custom values as JSON text) and shared by the very row they show."""
+"""app.actions.users.listed_users: the full forms of the users list pages, kept under their
+users' versions and follow counts (storage.users.KEYS), rendered from LISTED rows (contact_info
+and custom values as JSON text) when not kept."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ from app.context import Viewer
 from app.render.users import CONTACT_KEYS
 from app.responses import dumps
 from storage import users
-from storage.rows import ListedUserRow
+from storage.rows import ListedKeyRow
 from tests.support import Member, World
 
 
-async def listed(world: World, viewer: Member) -> list[ListedUserRow]:
-    """GET /api/users' rows of every active user, as `viewer` reads them."""
+async def listed(world: World, viewer: Member) -> list[ListedKeyRow]:
+    """GET /api/users' keys of every active user, as `viewer` reads them."""
     return await users.list_users(
         world.pool, viewer.community.id, viewer.id, states=("active",), emails=None,
         offset=0, limit=50,
@@ -31,8 +32,8 @@ def viewer_of(member: Member) -> Viewer:
 
 async def page(world: World, viewer: Member) -> list[orjson.Fragment]:
     """listed_users of those rows: the JSON of GET /api/users' users."""
-    return actions.listed_users(viewer_of(viewer), await listed(world, viewer),
-                                viewer.community.base_url)
+    return await actions.listed_users(world.pool, viewer_of(viewer), await listed(world, viewer),
+                                      viewer.community.base_url)
 
 
 def parsed(forms: list[orjson.Fragment]) -> list[dict[str, Any]]:
@@ -66,7 +67,9 @@ async def test_a_listed_row_renders_as_the_full_row_of_the_same_user(world: Worl
         assert [r["id"] for r in rows] == [admin.id, boss.id, amy.id]
         full = [await actions.full_user_row(world.pool, viewer_of(viewer), r["id"]) for r in rows]
         expected = await actions.full_users(world.pool, viewer_of(viewer), full, base)
-        assert dumps(actions.listed_users(viewer_of(viewer), rows, base)) == dumps(expected)
+        for _ in range(2):  # rendered, then kept
+            forms = await actions.listed_users(world.pool, viewer_of(viewer), rows, base)
+            assert dumps(forms) == dumps(expected)
     shown = parsed(await page(world, admin))[2]
     assert shown["contact_info"] == {"skype": "amy.c", "email": amy.email, "location": "Lisbon"}
     assert [(f["label"], f["value"]) for f in shown["custom_fields"]] == [
@@ -120,6 +123,47 @@ async def test_a_change_of_the_manager_or_a_follow_renders_afresh(world: World) 
     assert (unfollowed["followable"], unfollowed["followers_count"]) == (True, 0)
 
 
+async def test_a_change_of_custom_values_or_fields_or_a_follower_renders_afresh(
+    world: World,
+) -> None:
+    """What a full form shows of other rows than the user's: their custom values (the row's
+    version, migration 0022), the fields' names and order (the directory's), who follows
+    them (the counts, read with the page's keys)."""
+    admin, boss, amy = await _profiled_team(world)
+    fields = [f["id"] for f in (await admin.api.get("/api/custom_fields")).json["custom_fields"]]
+
+    async def shown() -> dict[str, Any]:
+        return parsed(await page(world, admin))[2]
+
+    assert (await shown())["custom_fields"][0]["value"] == "R&D"
+    resp = await admin.api.put(f"/api/users/{amy.id}", json={"user": {"custom_fields": {
+        fields[0]: "Sales"}}})
+    assert resp.status == 200, resp.text
+    after = await shown()
+    assert after["custom_fields"][0]["value"] == "Sales"
+    assert after == orjson.loads(dumps(resp.json["user"]))
+    renamed = await admin.api.put(f"/api/custom_fields/{fields[0]}",
+                                  json={"custom_field": {"name": "Team"}})
+    assert renamed.status == 200, renamed.text
+    assert [f["label"] for f in (await shown())["custom_fields"]] == ["Team", "Desk"]
+    moved = await admin.api.put(f"/api/custom_fields/{fields[0]}",
+                                json={"custom_field": {"order": 5}})
+    assert moved.status == 200, moved.text
+    assert [f["label"] for f in (await shown())["custom_fields"]] == ["Desk", "Team"]
+    deleted = await admin.api.delete(f"/api/custom_fields/{fields[1]}")
+    assert deleted.status in (200, 204), deleted.text
+    assert [f["label"] for f in (await shown())["custom_fields"]] == ["Team"]
+    assert (await shown())["followers_count"] == 1
+    assert (await boss.api.post(f"/api/users/{amy.id}/followers")).status == 201
+    assert (await shown())["followers_count"] == 2
+    # the same again, now as every form is kept
+    again = parsed(await page(world, admin))
+    full = [await actions.full_user_row(world.pool, viewer_of(admin), u["id"]) for u in again]
+    expected = await actions.full_users(world.pool, viewer_of(admin), full,
+                                        admin.community.base_url)
+    assert again == [orjson.loads(dumps(u)) for u in expected]
+
+
 async def test_the_shared_forms_are_bounded(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -149,5 +193,21 @@ async def test_a_row_with_long_json_is_rendered_but_not_kept(
     shown = parsed(await page(world, admin))
     assert [u["id"] for u in shown][2] == amy.id
     assert shown[2] == orjson.loads(dumps(resp.json["user"]))
-    kept = {key[2]["id"] for key in actions._LISTED_FORMS}
+    kept = {key[2] for key in actions._LISTED_FORMS}
     assert amy.id not in kept and admin.id in kept
+
+
+async def test_a_kept_forms_key_covers_every_column_it_is_rendered_from(world: World) -> None:
+    """A tripwire: LISTED_BY_IDS reads the user's own columns (the row's version covers them),
+    the manager's embedded ones (the directory's), the custom values (the row's), the counts and
+    the viewer's follow (the key's own). A column from anywhere else needs a version of its own
+    in storage.users.KEYS before it is added here."""
+    admin, _, amy = await _profiled_team(world)
+    rows = await users.listed_by_ids(world.pool, admin.community.id, admin.id, [amy.id])
+    assert set(rows[0].keys()) == (
+        set(users.BASIC_NAMES) | {f"mgr_{f}" for f in users.MANAGER_FIELDS}
+        | {"following_count", "followers_count", "viewer_follows", "custom_values",
+           "row_version", "directory_version"})
+    keys = await listed(world, admin)
+    assert set(keys[0].keys()) == {"id", "row_version", "directory_version", "following_count",
+                                   "followers_count", "viewer_follows"}

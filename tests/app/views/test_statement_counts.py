@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from app.actions import users as user_actions
 from app.render import page_messages
 from tests.app.views.conversations_support import start
 from tests.app.views.feed_support import comment, make_group, post
@@ -177,3 +178,29 @@ async def test_get_messages_statements(
         assert resp.status == 200, resp.text
         assert len(resp.json["messages"]) == 1
         assert len(query_log) <= STREAM_PAGE_STATEMENTS, f"{path}\n{show(query_log)}"
+
+
+# GET /api/users (issue 13): the viewer, the page's keys (storage.users.KEYS), and the rows of
+# the users whose forms are not kept; when all are kept (app.actions.users.listed_users), the
+# keys only.
+USERS_PAGE_STATEMENTS = 3
+KEPT_USERS_PAGE_STATEMENTS = 2
+
+
+async def test_get_users_statements(
+    world: World, query_log: QueryLog, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    admin = await world.community()
+    for name in ("Bob", "Carol"):
+        await world.user(admin, name)
+    await admin.api.get("/api/userinfo")  # the credentials cache warm
+    monkeypatch.setattr(user_actions, "_LISTED_FORMS", {})
+    query_log.reset()
+    resp = await admin.api.get("/api/users")
+    assert resp.status == 200, resp.text
+    assert len(resp.json["users"]) == 3
+    assert len(query_log) == USERS_PAGE_STATEMENTS, show(query_log)
+    query_log.reset()
+    kept = await admin.api.get("/api/users")
+    assert kept.json == resp.json
+    assert len(query_log) == KEPT_USERS_PAGE_STATEMENTS, show(query_log)

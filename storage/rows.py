@@ -92,6 +92,7 @@ class ListedUserRow(FullFormRow):
     mgr_avatar_id: int | None
     custom_values: str | None
     row_version: int
+    values_version: int | None
     directory_version: int | None
 
 
@@ -100,6 +101,7 @@ class ListedKeyRow(TypedDict):
 
     id: int
     row_version: int
+    values_version: int | None
     directory_version: int | None
     following_count: int
     followers_count: int

@@ -140,10 +140,12 @@ WHERE u.community_id = $1 AND lower(u.company_login) = lower($3)
 # The users list pages (GET /api/users, search, suggest, employees) read in two steps
 # (app.actions.users.listed_users): the page's KEYS, a narrow row per user with what the kept
 # full form is keyed by, then LISTED_BY_IDS for the users whose form is not kept. In KEYS, the
-# row's version covers every column of the user's row and their custom field values (migration
-# 0022); the directory's covers their manager's embedded columns and the custom fields' names
-# (migrations 0021, 0022); the follow counts and the viewer's follow are the page's own.
+# row's version covers every column of the user's row, the values' version their custom field
+# values (migration 0022); the directory's covers their manager's embedded columns and the
+# custom fields' names and order (migrations 0021, 0022); the follow counts and the viewer's
+# follow are the page's own.
 _VERSIONS = """u.row_version,
+(SELECT cv.version FROM custom_value_versions cv WHERE cv.user_id = u.id) AS values_version,
 (SELECT d.version FROM directory_versions d WHERE d.community_id = $1) AS directory_version"""
 KEYS = f"u.id, {_VERSIONS}, {_COUNTS}"
 LISTED_BY_IDS = f"""

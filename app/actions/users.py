@@ -168,7 +168,7 @@ def _flat_manager(
 # across pages and requests (issue 13: rendering a page of 20 cost about 50 µs, and reading
 # their wide rows about as much again; a polled directory shows the same users every time).
 # A page first reads a narrow row per user (storage.users.KEYS): the versions of the user's
-# row and custom values and of the community's directory (migrations 0021, 0022), the follow
+# row, of their custom values and of the community's directory (migrations 0021, 0022), the follow
 # counts and the viewer's follow. The key is that row, whether the user is the viewer
 # (`followable`) and the base URL. A form is rendered from a LISTED_BY_IDS row and kept under
 # that row's own versions and counts, read in the same snapshot: a form is never older than
@@ -178,14 +178,14 @@ def _flat_manager(
 # serialize from dicts, 1 µs from fragments), and bytes cannot be mutated by whoever holds
 # them. Bounded: emptied whenever full (a few MB when full).
 LISTED_FORMS_SIZE = 2048
-Key = tuple[str, bool, int, int, int | None, int, int, bool]
+Key = tuple[str, bool, int, int, int | None, int | None, int, int, bool]
 _LISTED_FORMS: dict[Key, orjson.Fragment] = {}
 
 
 def _key(base: str, viewer: Viewer, row: ListedKeyRow | ListedUserRow) -> Key:
     return (base, row["id"] == viewer.id, row["id"], row["row_version"],
-            row["directory_version"], row["following_count"], row["followers_count"],
-            row["viewer_follows"])
+            row["values_version"], row["directory_version"], row["following_count"],
+            row["followers_count"], row["viewer_follows"])
 
 
 async def listed_users(

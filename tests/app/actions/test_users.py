@@ -199,7 +199,7 @@ async def test_a_row_with_long_json_is_rendered_but_not_kept(
 
 async def test_a_kept_forms_key_covers_every_column_it_is_rendered_from(world: World) -> None:
     """A tripwire: LISTED_BY_IDS reads the user's own columns (the row's version covers them),
-    the manager's embedded ones (the directory's), the custom values (the row's), the counts and
+    the manager's embedded ones (the directory's), the custom values (their own), the counts and
     the viewer's follow (the key's own). A column from anywhere else needs a version of its own
     in storage.users.KEYS before it is added here."""
     admin, _, amy = await _profiled_team(world)
@@ -207,7 +207,7 @@ async def test_a_kept_forms_key_covers_every_column_it_is_rendered_from(world: W
     assert set(rows[0].keys()) == (
         set(users.BASIC_NAMES) | {f"mgr_{f}" for f in users.MANAGER_FIELDS}
         | {"following_count", "followers_count", "viewer_follows", "custom_values",
-           "row_version", "directory_version"})
+           "row_version", "values_version", "directory_version"})
     keys = await listed(world, admin)
-    assert set(keys[0].keys()) == {"id", "row_version", "directory_version", "following_count",
-                                   "followers_count", "viewer_follows"}
+    assert set(keys[0].keys()) == {"id", "row_version", "values_version", "directory_version",
+                                   "following_count", "followers_count", "viewer_follows"}

@@ -40,8 +40,10 @@ MANAGER_FIELDS = (
 # without a type-introspection query (an array of records would need one on each new
 # connection; arrays inside a record fail).
 _COUNTS = """
-(SELECT count(*) FROM follows f WHERE f.follower_id = u.id)::int AS following_count,
-(SELECT count(*) FROM follows f WHERE f.followed_id = u.id)::int AS followers_count,
+coalesce((SELECT fc.following FROM follow_counts fc WHERE fc.user_id = u.id), 0)
+    AS following_count,
+coalesce((SELECT fc.followers FROM follow_counts fc WHERE fc.user_id = u.id), 0)
+    AS followers_count,
 EXISTS (SELECT 1 FROM follows f WHERE f.follower_id = $2 AND f.followed_id = u.id)
     AS viewer_follows
 """

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncpg
 
 from migrations import apply_on, discover
+from tests.migrations.support import old_community
 
 BEFORE = [m for m in discover() if m.name < "0023"]
 REST = [m for m in discover() if m.name >= "0023"]
@@ -26,9 +27,7 @@ async def test_0023_fills_the_counts_and_keeps_them_in_step(fresh_database_url: 
     conn = await asyncpg.connect(fresh_database_url)
     try:
         await apply_on(conn, BEFORE)
-        cid = await conn.fetchval(
-            "INSERT INTO communities (name, domain, base_url) "
-            "VALUES ('Old', 'old.example', 'https://old.example') RETURNING id")
+        cid = await old_community(conn)
         ids = [await conn.fetchval(
             "INSERT INTO users (community_id, email, username) "
             "VALUES ($1, $2, $3) RETURNING id", cid, f"{n}@old.example", n)

@@ -39,13 +39,14 @@ MANAGER_FIELDS = (
 # name, value], in the fields' order, or NULL). Only scalars and JSON: asyncpg decodes them
 # without a type-introspection query (an array of records would need one on each new
 # connection; arrays inside a record fail).
-_COUNTS = """
+_VIEWER_FOLLOWS = """EXISTS (
+    SELECT 1 FROM follows f WHERE f.follower_id = $2 AND f.followed_id = u.id) AS viewer_follows"""
+_COUNTS = f"""
 coalesce((SELECT fc.following FROM follow_counts fc WHERE fc.user_id = u.id), 0)
     AS following_count,
 coalesce((SELECT fc.followers FROM follow_counts fc WHERE fc.user_id = u.id), 0)
     AS followers_count,
-EXISTS (SELECT 1 FROM follows f WHERE f.follower_id = $2 AND f.followed_id = u.id)
-    AS viewer_follows
+{_VIEWER_FOLLOWS}
 """
 _CUSTOM_VALUES_OF_U = """
 (SELECT json_agg(json_build_array(cf.id, cf.name, cfv.value) ORDER BY cf.position, cf.id)
@@ -146,18 +147,24 @@ WHERE u.community_id = $1 AND lower(u.company_login) = lower($3)
 # values (migration 0022); the directory's covers their manager's embedded columns and the
 # custom fields' names and order (migrations 0021, 0022); the follow counts and the viewer's
 # follow are the page's own.
-_VERSIONS = """u.row_version,
-(SELECT cv.version FROM custom_value_versions cv WHERE cv.user_id = u.id) AS values_version,
-(SELECT d.version FROM directory_versions d WHERE d.community_id = $1) AS directory_version"""
-KEYS = f"u.id, {_VERSIONS}, {_COUNTS}"
+# KEYS reads the per-user rows by joins (KEYS_JOIN after `users u`): as correlated subqueries,
+# a small table was scanned whole once per user of the page.
+_DIRECTORY_VERSION = (
+    "(SELECT d.version FROM directory_versions d WHERE d.community_id = $1) AS directory_version")
+KEYS = f"""u.id, u.row_version, cv.version AS values_version, {_DIRECTORY_VERSION},
+coalesce(fc.following, 0) AS following_count, coalesce(fc.followers, 0) AS followers_count,
+{_VIEWER_FOLLOWS}"""
+KEYS_JOIN = """LEFT JOIN custom_value_versions cv ON cv.user_id = u.id
+LEFT JOIN follow_counts fc ON fc.user_id = u.id"""
 LISTED_BY_IDS = f"""
-SELECT {LISTED}, {_VERSIONS} FROM users u {MANAGER_JOIN}
+SELECT {LISTED}, u.row_version, cv.version AS values_version, {_DIRECTORY_VERSION}
+FROM users u {MANAGER_JOIN} LEFT JOIN custom_value_versions cv ON cv.user_id = u.id
 WHERE u.community_id = $1 AND u.id = ANY($3::bigint[])
 """
 
 # GET /api/users: $3 states, $4 e-mails (NULL = any), $5 offset, $6 limit
 LIST = f"""
-SELECT {KEYS} FROM users u
+SELECT {KEYS} FROM users u {KEYS_JOIN}
 WHERE u.community_id = $1 AND u.state = ANY($3::text[])
   AND ($4::text[] IS NULL OR lower(u.email) = ANY($4::text[]))
 ORDER BY u.id
@@ -167,7 +174,7 @@ OFFSET $5 LIMIT $6
 # Word-prefix search over name, username and e-mail. $3 tsquery text, $4 offset, $5 limit,
 # $6 states. Also matches a whole e-mail address exactly.
 SEARCH = f"""
-SELECT {KEYS} FROM users u
+SELECT {KEYS} FROM users u {KEYS_JOIN}
 WHERE u.community_id = $1 AND u.state = ANY($6::text[])
   AND (to_tsvector('simple', u.first_name || ' ' || u.last_name || ' ' || u.username
                    || ' ' || u.email) @@ to_tsquery('simple', $3)
@@ -191,7 +198,7 @@ OFFSET $4 LIMIT $5
 """
 
 EMPLOYEES = f"""
-SELECT {KEYS} FROM users u
+SELECT {KEYS} FROM users u {KEYS_JOIN}
 WHERE u.community_id = $1 AND u.manager_id = $3 AND u.state = 'active'
 ORDER BY u.id
 OFFSET $4 LIMIT $5

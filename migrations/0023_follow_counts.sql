@@ -13,6 +13,11 @@ CREATE TABLE follow_counts (
     following integer NOT NULL DEFAULT 0
 );
 
+-- Counted and kept in step from one moment: a follow or unfollow committed while the counts
+-- are filled, before the trigger exists, would be missed for good (servers still running serve
+-- while a new one migrates). Follows wait for this migration's commit; reads do not.
+LOCK TABLE follows IN SHARE ROW EXCLUSIVE MODE;
+
 INSERT INTO follow_counts (user_id, followers, following)
 SELECT user_id, sum(followers)::int, sum(following)::int FROM (
     SELECT followed_id AS user_id, count(*) AS followers, 0 AS following

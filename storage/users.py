@@ -148,7 +148,9 @@ WHERE u.community_id = $1 AND lower(u.company_login) = lower($3)
 # custom fields' names and order (migrations 0021, 0022); the follow counts and the viewer's
 # follow are the page's own.
 # KEYS reads the per-user rows by joins (KEYS_JOIN after `users u`): as correlated subqueries,
-# a small table was scanned whole once per user of the page.
+# a small table was scanned whole once per user of the page. Pages in users' id order are cut
+# first and joined after: joined first, the planner merged the whole of both tables' indexes
+# from the lowest id, every other community's rows included.
 _DIRECTORY_VERSION = (
     "(SELECT d.version FROM directory_versions d WHERE d.community_id = $1) AS directory_version")
 KEYS = f"""u.id, u.row_version, cv.version AS values_version, {_DIRECTORY_VERSION},
@@ -164,11 +166,14 @@ WHERE u.community_id = $1 AND u.id = ANY($3::bigint[])
 
 # GET /api/users: $3 states, $4 e-mails (NULL = any), $5 offset, $6 limit
 LIST = f"""
-SELECT {KEYS} FROM users u {KEYS_JOIN}
-WHERE u.community_id = $1 AND u.state = ANY($3::text[])
-  AND ($4::text[] IS NULL OR lower(u.email) = ANY($4::text[]))
+SELECT {KEYS} FROM (
+    SELECT u.id, u.row_version FROM users u
+    WHERE u.community_id = $1 AND u.state = ANY($3::text[])
+      AND ($4::text[] IS NULL OR lower(u.email) = ANY($4::text[]))
+    ORDER BY u.id
+    OFFSET $5 LIMIT $6
+) u {KEYS_JOIN}
 ORDER BY u.id
-OFFSET $5 LIMIT $6
 """
 
 # Word-prefix search over name, username and e-mail. $3 tsquery text, $4 offset, $5 limit,
@@ -198,10 +203,13 @@ OFFSET $4 LIMIT $5
 """
 
 EMPLOYEES = f"""
-SELECT {KEYS} FROM users u {KEYS_JOIN}
-WHERE u.community_id = $1 AND u.manager_id = $3 AND u.state = 'active'
+SELECT {KEYS} FROM (
+    SELECT u.id, u.row_version FROM users u
+    WHERE u.community_id = $1 AND u.manager_id = $3 AND u.state = 'active'
+    ORDER BY u.id
+    OFFSET $4 LIMIT $5
+) u {KEYS_JOIN}
 ORDER BY u.id
-OFFSET $4 LIMIT $5
 """
 
 CUSTOM_VALUES = """

@@ -70,3 +70,9 @@ CREATE CONSTRAINT TRIGGER custom_fields_directory_version
 CREATE CONSTRAINT TRIGGER custom_fields_directory_version_delete
     AFTER DELETE ON custom_fields DEFERRABLE INITIALLY DEFERRED
     FOR EACH ROW EXECUTE FUNCTION directory_row_changed();
+
+-- The directory's pages in users' id order within their community: with only
+-- users_community_state_idx, `state = ANY(...)` kept the planner on the primary key, filtering
+-- out every other community's users first (about 9 ms for the first page of the third of
+-- three communities of 30,000 users; 0.35 ms with this index).
+CREATE INDEX users_community_id_idx ON users (community_id, id);

@@ -13,9 +13,7 @@ ALTER TABLE users ADD COLUMN row_version bigint NOT NULL DEFAULT 0;
 
 CREATE FUNCTION bump_user_row_version() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF NEW.row_version = OLD.row_version THEN
-        NEW.row_version := OLD.row_version + 1;
-    END IF;
+    NEW.row_version := OLD.row_version + 1;
     RETURN NEW;
 END $$;
 

@@ -153,28 +153,37 @@ WHERE u.community_id = $1 AND lower(u.company_login) = lower($3)
 # from the lowest id, every other community's rows included.
 _DIRECTORY_VERSION = (
     "(SELECT d.version FROM directory_versions d WHERE d.community_id = $1) AS directory_version")
-KEYS = f"""u.id, u.row_version, cv.version AS values_version, {_DIRECTORY_VERSION},
+# The versions a form is kept under (app.actions.users._key), read by KEYS and LISTED_BY_IDS
+# alike; _VALUES_JOIN after `users u` brings `cv`.
+_VERSIONS = f"u.row_version, cv.version AS values_version, {_DIRECTORY_VERSION}"
+_VALUES_JOIN = "LEFT JOIN custom_value_versions cv ON cv.user_id = u.id"
+KEYS = f"""u.id, {_VERSIONS},
 coalesce(fc.following, 0) AS following_count, coalesce(fc.followers, 0) AS followers_count,
 {_VIEWER_FOLLOWS}"""
-KEYS_JOIN = """LEFT JOIN custom_value_versions cv ON cv.user_id = u.id
-LEFT JOIN follow_counts fc ON fc.user_id = u.id"""
+KEYS_JOIN = f"{_VALUES_JOIN}\nLEFT JOIN follow_counts fc ON fc.user_id = u.id"
 LISTED_BY_IDS = f"""
-SELECT {LISTED}, u.row_version, cv.version AS values_version, {_DIRECTORY_VERSION}
-FROM users u {MANAGER_JOIN} LEFT JOIN custom_value_versions cv ON cv.user_id = u.id
+SELECT {LISTED}, {_VERSIONS} FROM users u {MANAGER_JOIN} {_VALUES_JOIN}
 WHERE u.community_id = $1 AND u.id = ANY($3::bigint[])
 """
 
-# GET /api/users: $3 states, $4 e-mails (NULL = any), $5 offset, $6 limit
-LIST = f"""
+
+def _keys_in_id_order(where: str, offset: str, limit: str) -> str:
+    """KEYS of the users matching `where`, a page in users' id order, cut before the joins."""
+    return f"""
 SELECT {KEYS} FROM (
     SELECT u.id, u.row_version FROM users u
-    WHERE u.community_id = $1 AND u.state = ANY($3::text[])
-      AND ($4::text[] IS NULL OR lower(u.email) = ANY($4::text[]))
+    WHERE {where}
     ORDER BY u.id
-    OFFSET $5 LIMIT $6
+    OFFSET {offset} LIMIT {limit}
 ) u {KEYS_JOIN}
 ORDER BY u.id
 """
+
+
+# GET /api/users: $3 states, $4 e-mails (NULL = any), $5 offset, $6 limit
+LIST = _keys_in_id_order(
+    "u.community_id = $1 AND u.state = ANY($3::text[]) "
+    "AND ($4::text[] IS NULL OR lower(u.email) = ANY($4::text[]))", "$5", "$6")
 
 # Word-prefix search over name, username and e-mail. $3 tsquery text, $4 offset, $5 limit,
 # $6 states. Also matches a whole e-mail address exactly.
@@ -202,15 +211,8 @@ ORDER BY fl.created_at DESC, u.id
 OFFSET $4 LIMIT $5
 """
 
-EMPLOYEES = f"""
-SELECT {KEYS} FROM (
-    SELECT u.id, u.row_version FROM users u
-    WHERE u.community_id = $1 AND u.manager_id = $3 AND u.state = 'active'
-    ORDER BY u.id
-    OFFSET $4 LIMIT $5
-) u {KEYS_JOIN}
-ORDER BY u.id
-"""
+EMPLOYEES = _keys_in_id_order(
+    "u.community_id = $1 AND u.manager_id = $3 AND u.state = 'active'", "$4", "$5")
 
 CUSTOM_VALUES = """
 SELECT v.user_id, f.id, f.name, v.value

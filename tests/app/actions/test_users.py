@@ -126,7 +126,7 @@ async def test_a_change_of_the_manager_or_a_follow_renders_afresh(world: World) 
 async def test_a_change_of_custom_values_or_fields_or_a_follower_renders_afresh(
     world: World,
 ) -> None:
-    """What a full form shows of other rows than the user's: their custom values (the row's
+    """What a full form shows of other rows than the user's: their custom values (the values'
     version, migration 0022), the fields' names and order (the directory's), who follows
     them (the counts, read with the page's keys)."""
     admin, boss, amy = await _profiled_team(world)
